@@ -1,0 +1,1 @@
+"""Subcommands of the `testbed` command, one module per group."""
