@@ -1,0 +1,244 @@
+"""RFC 2544 / RFC 5180 throughput search and frame loss rate, pure over a `trial(rate)` callable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+LimitedBy = Literal["device", "generator", "max_rate", "nothing_passed"]
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What one trial at an offered rate did; rates are in the caller's unit (e.g. bit/s)."""
+
+    offered: float  # the rate asked of the generator
+    achieved: float  # the rate the generator really sent at (sender side)
+    sent: int  # frames (or datagrams) the generator sent
+    received: int  # frames (or datagrams) that reached the receiver
+    late_s: float | None = None  # last arrival minus end of sending: a queue left behind
+    duration_s: float | None = None  # how long the generator sent
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.sent - self.received)
+
+    @property
+    def loss_fraction(self) -> float:
+        return self.lost / self.sent if self.sent else 0.0
+
+    def generator_short(self, tolerance: float) -> bool:
+        """True when the generator sent noticeably slower than asked (by more than `tolerance`)."""
+        return self.achieved < self.offered * (1.0 - tolerance)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lost"] = self.lost
+        d["loss_fraction"] = self.loss_fraction
+        return d
+
+
+Trial = Callable[[float], TrialOutcome]
+
+
+@dataclass(frozen=True)
+class ThroughputResult:
+    """Outcome of the zero-loss throughput search.
+
+    `throughput` is the highest offered rate that lost nothing. When `limited_by` is "generator"
+    the traffic generator could not offer more than `generator_max`: the device's own limit was
+    not reached and is only known to be at least `throughput`.
+    """
+
+    throughput: float | None
+    limited_by: LimitedBy
+    resolution: float
+    max_rate: float
+    generator_max: float | None
+    trials: tuple[TrialOutcome, ...]
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["trials"] = [t.to_dict() for t in self.trials]
+        return d
+
+
+def passed(outcome: TrialOutcome, loss_tolerance: float = 0.0, max_late_s: float | None = None
+           ) -> bool:
+    """Nothing (beyond `loss_tolerance`) lost, and no queue left behind longer than `max_late_s`.
+
+    A deep queue (e.g. a tbf limit) hides overload in a short trial: every frame arrives, late.
+    The late check catches that, so the search finds the rate the device sustains.
+    """
+    if outcome.sent <= 0 or outcome.loss_fraction > loss_tolerance:
+        return False
+    return max_late_s is None or outcome.late_s is None or outcome.late_s <= max_late_s
+
+
+def throughput_search(
+    trial: Trial,
+    *,
+    max_rate: float,
+    resolution: float,
+    min_rate: float = 0.0,
+    loss_tolerance: float = 0.0,
+    generator_tolerance: float = 0.02,
+    max_trials: int = 40,
+    guess_from_loss: bool = True,
+    max_late_s: float | None = None,
+) -> ThroughputResult:
+    """Binary search for the highest rate in [min_rate, max_rate] at which nothing is lost.
+
+    Stops when the bracket is narrower than `resolution` (same unit as the rates). A trial whose
+    generator sent slower than asked (beyond `generator_tolerance`) and lost nothing caps the
+    search: the result then says `limited_by="generator"`, never that the device was the limit.
+    With `guess_from_loss`, the first failing trial's delivered fraction picks the next rate to try
+    (just under the rate that got through), which is still a valid bracket step, only faster.
+    `max_late_s`: see `passed`.
+    """
+
+    def _passed(o: TrialOutcome, tol: float) -> bool:
+        return passed(o, tol, max_late_s)
+
+    if max_rate <= 0 or resolution <= 0:
+        raise ValueError("max_rate and resolution must be positive")
+    trials: list[TrialOutcome] = []
+    lo = min_rate  # highest rate known to pass (min_rate assumed, not tested, unless tried)
+    lo_tested = False
+    hi = max_rate  # lowest rate known to fail or not reachable; max_rate itself untested
+    generator_max: float | None = None
+    generator_capped = False
+    device_failed = False
+
+    def run(rate: float) -> TrialOutcome:
+        out = trial(rate)
+        trials.append(out)
+        return out
+
+    first = run(max_rate)
+    if _passed(first, loss_tolerance):
+        if not first.generator_short(generator_tolerance):
+            return ThroughputResult(
+                max_rate, "max_rate", resolution, max_rate, None, tuple(trials),
+                "no loss at the highest rate tried: the device is at least this fast",
+            )
+        generator_capped = True
+        generator_max = first.achieved
+        lo, lo_tested = first.achieved, True
+        hi = first.achieved  # nothing to search: the generator cannot go higher
+    else:
+        device_failed = not first.generator_short(generator_tolerance)
+        if first.generator_short(generator_tolerance):
+            generator_max = first.achieved
+        hi = max_rate
+        if guess_from_loss and first.sent:
+            delivered = first.received / first.sent
+            if first.late_s and first.duration_s and delivered >= 1.0:
+                # everything arrived, late: the sustained rate is about sent / (time + lateness)
+                delivered = first.duration_s / (first.duration_s + first.late_s)
+            guess = min(first.offered, first.achieved) * delivered * 0.995
+            if min_rate < guess < hi - resolution:
+                out = run(guess)
+                if _passed(out, loss_tolerance) and not out.generator_short(generator_tolerance):
+                    lo, lo_tested = guess, True
+                elif _passed(out, loss_tolerance):
+                    generator_capped = True
+                    generator_max = max(generator_max or 0.0, out.achieved)
+                    lo, lo_tested = out.achieved, True
+                    hi = guess
+                else:
+                    device_failed = device_failed or not out.generator_short(generator_tolerance)
+                    hi = guess
+
+    while hi - lo > resolution and len(trials) < max_trials:
+        mid = (lo + hi) / 2.0
+        out = run(mid)
+        short = out.generator_short(generator_tolerance)
+        if _passed(out, loss_tolerance):
+            if short:
+                generator_capped = True
+                generator_max = max(generator_max or 0.0, out.achieved)
+                lo, lo_tested = max(lo, out.achieved), True
+                hi = mid
+            else:
+                lo, lo_tested = mid, True
+        else:
+            if not short:
+                device_failed = True
+            elif generator_max is None or out.achieved > generator_max:
+                generator_max = out.achieved
+            hi = mid
+
+    if not lo_tested:
+        return ThroughputResult(
+            None, "nothing_passed", resolution, max_rate, generator_max, tuple(trials),
+            f"every trial lost frames, down to {hi:g}",
+        )
+    if generator_capped and not device_failed:
+        return ThroughputResult(
+            lo, "generator", resolution, max_rate, generator_max, tuple(trials),
+            f"the traffic generator could not offer more than {generator_max:g}; "
+            "the device lost nothing up to there, so its own limit was not found",
+        )
+    if generator_capped:
+        return ThroughputResult(
+            lo, "generator", resolution, max_rate, generator_max, tuple(trials),
+            f"the generator fell short of the offered rate near {generator_max:g} and some "
+            "trials lost frames: the limit found may be the generator's, not the device's",
+        )
+    return ThroughputResult(
+        lo, "device", resolution, max_rate, generator_max, tuple(trials),
+        f"zero loss at {lo:g}, loss above it (to within {resolution:g})",
+    )
+
+
+@dataclass(frozen=True)
+class FrameLossPoint:
+    """One step of the frame loss rate test."""
+
+    offered: float
+    loss_percent: float
+    generator_short: bool
+    outcome: TrialOutcome
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offered": self.offered,
+            "loss_percent": self.loss_percent,
+            "generator_short": self.generator_short,
+            "outcome": self.outcome.to_dict(),
+        }
+
+
+def frame_loss_rate(
+    trial: Trial,
+    *,
+    start_rate: float,
+    step_fraction: float = 0.10,
+    clean_in_a_row: int = 2,
+    generator_tolerance: float = 0.02,
+    min_fraction: float = 0.05,
+) -> list[FrameLossPoint]:
+    """RFC 2544 section 26.3: loss at the start rate, then in steps of 10% of it, downward,
+    until `clean_in_a_row` consecutive trials lose nothing (or the rate falls below
+    `min_fraction` of the start)."""
+    if start_rate <= 0 or not 0 < step_fraction < 1:
+        raise ValueError("start_rate must be positive and step_fraction in (0, 1)")
+    points: list[FrameLossPoint] = []
+    clean = 0
+    k = 0
+    while True:
+        rate = start_rate * (1.0 - k * step_fraction)
+        if rate < start_rate * min_fraction - 1e-12:
+            break
+        out = trial(rate)
+        pct = 100.0 * out.loss_fraction
+        points.append(FrameLossPoint(rate, pct, out.generator_short(generator_tolerance), out))
+        clean = clean + 1 if out.lost == 0 and out.sent > 0 else 0
+        if clean >= clean_in_a_row:
+            break
+        k += 1
+    return points

@@ -1,0 +1,266 @@
+"""Paced UDP sender and receiver probe (RFC 2544 trials, dobrinov-2016 receiver timing); JSON.
+
+`send` offers `--pps` datagrams of `--size` data bytes for `--duration` seconds, never blocking:
+a datagram the socket cannot take (EAGAIN) counts as offered and lost, and the JSON says how fast
+the generator really went, so a slow generator is never mistaken for a slow device.
+`recv` counts datagrams (adding the namespace's receive-buffer drops from /proc/net/snmp, which
+arrived but found the socket full) and, with `--timestamps`, the inter-packet delays.
+Pure parts: `parse_snmp_udp`, `interarrival_summary`, `histogram`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testbed.measure.pingpong import percentile
+
+
+def send_argv(
+    python: str, *, host: str, port: int, size: int, pps: float, duration_s: float,
+) -> list[str]:
+    """argv of the paced sender."""
+    return [python, "-m", "testbed.measure.udpprobe", "send", "--host", host, "--port", str(port),
+            "--size", str(size), "--pps", f"{pps:.6g}", "--duration", f"{duration_s:g}"]
+
+
+def recv_argv(
+    python: str, *, host: str, port: int, out: str, idle_s: float = 0.5, max_wait_s: float = 30.0,
+    timestamps: bool = False,
+) -> list[str]:
+    """argv of the receiver: it exits `idle_s` after the last datagram (or after `max_wait_s`
+    without any) and writes its JSON to `out`."""
+    a = [python, "-m", "testbed.measure.udpprobe", "recv", "--host", host, "--port", str(port),
+         "--out", out, "--idle", f"{idle_s:g}", "--max-wait", f"{max_wait_s:g}"]
+    if timestamps:
+        a.append("--timestamps")
+    return a
+
+
+def parse_snmp_udp(snmp: str, snmp6: str = "") -> dict[str, int]:
+    """UDP counters of /proc/net/snmp (the two `Udp:` lines) and /proc/net/snmp6 (`Udp6*`)."""
+    out: dict[str, int] = {}
+    lines = [ln.split() for ln in snmp.splitlines() if ln.startswith("Udp:")]
+    if len(lines) >= 2:
+        out.update({f"Udp{k}": int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=False)})
+    for ln in snmp6.splitlines():
+        parts = ln.split()
+        if len(parts) == 2 and parts[0].startswith("Udp6"):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def rcvbuf_errors(counters: dict[str, int]) -> int:
+    """Datagrams that reached this host but were dropped because a socket buffer was full."""
+    return counters.get("UdpRcvbufErrors", 0) + counters.get("Udp6RcvbufErrors", 0)
+
+
+def histogram(values: Sequence[float], bins: int = 20) -> dict[str, list[float]]:
+    """Equal-width histogram: bin edges and counts."""
+    if not values:
+        return {"edges": [], "counts": []}
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return {"edges": [lo, hi], "counts": [float(len(values))]}
+    width = (hi - lo) / bins
+    counts = [0.0] * bins
+    for v in values:
+        counts[min(bins - 1, int((v - lo) / width))] += 1
+    return {"edges": [lo + i * width for i in range(bins + 1)], "counts": counts}
+
+
+def interarrival_summary(arrivals_ns: Sequence[int]) -> dict[str, Any]:
+    """Packets per second and the inter-packet delay distribution (µs) from arrival times."""
+    n = len(arrivals_ns)
+    if n < 2:
+        return {"packets": n, "pps": 0.0, "ipd": {"n": 0}}
+    ipd = [(b - a) / 1000.0 for a, b in zip(arrivals_ns, arrivals_ns[1:], strict=False)]
+    span_s = (arrivals_ns[-1] - arrivals_ns[0]) / 1e9
+    s = sorted(ipd)
+    mean = sum(s) / len(s)
+    return {
+        "packets": n,
+        "pps": (n - 1) / span_s if span_s > 0 else 0.0,
+        "span_s": span_s,
+        "ipd": {
+            "n": len(s),
+            "mean_us": mean,
+            "min_us": s[0],
+            "max_us": s[-1],
+            "median_us": percentile(s, 50),
+            "p1_us": percentile(s, 1),
+            "p99_us": percentile(s, 99),
+            "stdev_us": math.sqrt(sum((v - mean) ** 2 for v in s) / (len(s) - 1)),
+            "histogram": histogram(s),
+        },
+    }
+
+
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
+BUFFER_BYTES = 8 << 20
+
+
+def _big_buffer(s: socket.socket, opt: int, force: int) -> None:
+    """A large socket buffer, so pacing hiccups queue up instead of failing (FORCE needs root)."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, force, BUFFER_BYTES)
+    except PermissionError:
+        s.setsockopt(socket.SOL_SOCKET, opt, BUFFER_BYTES)
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _read_counters() -> dict[str, int]:
+    try:
+        snmp6 = Path("/proc/net/snmp6").read_text()
+    except FileNotFoundError:
+        snmp6 = ""
+    return parse_snmp_udp(Path("/proc/net/snmp").read_text(), snmp6)
+
+
+def send(host: str, port: int, size: int, pps: float, duration_s: float) -> dict[str, Any]:
+    """Offer round(pps * duration) datagrams at `pps`, catching up in bursts when behind."""
+    s = socket.socket(_family(host), socket.SOCK_DGRAM)
+    _big_buffer(s, socket.SO_SNDBUF, SO_SNDBUFFORCE)
+    s.connect((host, port))
+    s.setblocking(False)
+    payload = b"\x5a" * size
+    total = max(1, round(pps * duration_s))
+    sendf = s.send
+    perf = time.perf_counter
+    sleep = time.sleep
+    i = eagain = refused = 0
+    start_ns = time.perf_counter_ns()
+    t0 = perf()
+    while i < total:
+        now = perf()
+        due = min(total, int((now - t0) * pps) + 1)
+        if due <= i:
+            wait = (i - (now - t0) * pps) / pps
+            if wait > 0.0004:
+                sleep(wait - 0.0002)
+            continue
+        for _ in range(due - i):
+            try:
+                sendf(payload)
+            except BlockingIOError:
+                eagain += 1
+            except ConnectionRefusedError:
+                refused += 1
+        i = due
+    elapsed = perf() - t0
+    end_ns = time.perf_counter_ns()
+    s.close()
+    # The last datagram is due at (total-1)/pps, so a perfect sender takes that long.
+    ideal = (total - 1) / pps if total > 1 else 0.0
+    achieved = (total - 1) / elapsed if elapsed > 0 and total > 1 else pps
+    return {
+        "probe": "udpprobe-send",
+        "host": host,
+        "size": size,
+        "offered_pps": pps,
+        "attempted": total,
+        "sent": total - eagain - refused,
+        "eagain": eagain,
+        "refused": refused,
+        "elapsed_s": elapsed,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "ideal_s": ideal,
+        "achieved_pps": min(achieved, pps),
+        "note": "attempted = offered; eagain = the socket could not take it (counted as lost)",
+    }
+
+
+def recv(
+    host: str, port: int, idle_s: float, max_wait_s: float, timestamps: bool,
+) -> dict[str, Any]:
+    """Count datagrams until `idle_s` passes without one (or `max_wait_s` with none at all)."""
+    s = socket.socket(_family(host), socket.SOCK_DGRAM)
+    _big_buffer(s, socket.SO_RCVBUF, SO_RCVBUFFORCE)
+    s.bind((host, port))
+    before = _read_counters()
+    buf = bytearray(65536)
+    count = 0
+    nbytes = 0
+    arrivals: list[int] = []
+    clock = time.perf_counter_ns
+    first = last = 0
+    s.settimeout(max_wait_s)
+    try:
+        nbytes = s.recv_into(buf)
+        first = last = clock()
+        count = 1
+        if timestamps:
+            arrivals.append(first)
+        s.settimeout(idle_s)
+        recv_into = s.recv_into
+        while True:
+            nbytes += recv_into(buf)
+            last = clock()
+            count += 1
+            if timestamps:
+                arrivals.append(last)
+    except TimeoutError:
+        pass
+    after = _read_counters()
+    dropped = rcvbuf_errors(after) - rcvbuf_errors(before)
+    doc: dict[str, Any] = {
+        "probe": "udpprobe-recv",
+        "host": host,
+        "received_by_socket": count,
+        "bytes": nbytes,
+        "rcvbuf_drops": dropped,
+        "received": count + dropped,
+        "first_ns": first,
+        "last_ns": last,
+        "span_s": (last - first) / 1e9,
+        "rate_pps": (count - 1) / ((last - first) / 1e9) if last > first else 0.0,
+        "note": "received = read by the probe + dropped by a full receive buffer in this "
+        "namespace (they crossed the network)",
+    }
+    if timestamps:
+        doc["timing"] = interarrival_summary(arrivals)
+        doc["timing_note"] = "user-space arrival times (time.perf_counter_ns) at the receiver"
+    return doc
+
+
+def main(argv_: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.measure.udpprobe")
+    p.add_argument("role", choices=("send", "recv"))
+    p.add_argument("--host", required=True)
+    p.add_argument("--port", type=int, default=7790)
+    p.add_argument("--size", type=int, default=18)
+    p.add_argument("--pps", type=float, default=1000.0)
+    p.add_argument("--duration", type=float, default=2.0)
+    p.add_argument("--out", default="-")
+    p.add_argument("--idle", type=float, default=0.5)
+    p.add_argument("--max-wait", type=float, default=30.0)
+    p.add_argument("--timestamps", action="store_true")
+    a = p.parse_args(argv_)
+    if a.role == "send":
+        doc = send(a.host, a.port, a.size, a.pps, a.duration)
+    else:
+        doc = recv(a.host, a.port, a.idle, a.max_wait, a.timestamps)
+    text = json.dumps(doc) + "\n"
+    if a.out == "-":
+        sys.stdout.write(text)
+    else:
+        tmp = Path(a.out + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

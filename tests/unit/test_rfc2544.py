@@ -1,0 +1,129 @@
+"""RFC 2544 search and frame loss rate on simulated devices and generators."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.measure.rfc2544 import (
+    TrialOutcome,
+    frame_loss_rate,
+    passed,
+    throughput_search,
+)
+
+
+def device(capacity: float, generator_max: float = float("inf"), seconds: float = 2.0,
+           queue: float = 0.0):
+    """A device forwarding up to `capacity` (units/s) behind a generator capped at
+    `generator_max`; `queue` units of buffer hide overload as lateness instead of loss."""
+    calls: list[float] = []
+
+    def trial(rate: float) -> TrialOutcome:
+        calls.append(rate)
+        achieved = min(rate, generator_max)
+        sent = round(achieved * seconds)
+        excess = max(0.0, achieved - capacity) * seconds
+        lost = round(max(0.0, excess - queue))
+        late = min(excess, queue) / capacity
+        return TrialOutcome(rate, achieved, sent, sent - lost, late_s=late, duration_s=seconds)
+
+    trial.calls = calls  # type: ignore[attr-defined]
+    return trial
+
+
+@pytest.mark.parametrize("capacity", [1.0e6, 3.3e6, 9.62e6, 9.99e6])
+def test_search_finds_device_capacity_within_resolution(capacity: float) -> None:
+    res = throughput_search(device(capacity), max_rate=10e6, resolution=10e3)
+    assert res.limited_by == "device"
+    assert res.throughput is not None
+    assert capacity - 10e3 <= res.throughput <= capacity
+
+
+def test_search_without_loss_guess_is_plain_binary_search() -> None:
+    trial = device(4e6)
+    res = throughput_search(trial, max_rate=10e6, resolution=1e3, guess_from_loss=False)
+    assert res.throughput is not None and 4e6 - 1e3 <= res.throughput <= 4e6
+    # log2(10e6 / 1e3) ~ 13.3 halvings + the first trial at max_rate
+    assert len(res.trials) <= 16
+
+
+def test_loss_guess_converges_in_fewer_trials() -> None:
+    plain = throughput_search(device(4e6), max_rate=10e6, resolution=1e3, guess_from_loss=False)
+    guessed = throughput_search(device(4e6), max_rate=10e6, resolution=1e3)
+    assert guessed.throughput is not None and 4e6 - 1e3 <= guessed.throughput <= 4e6
+    assert len(guessed.trials) <= len(plain.trials)
+
+
+def test_no_loss_at_max_rate_says_max_rate() -> None:
+    res = throughput_search(device(20e6), max_rate=10e6, resolution=1e3)
+    assert res.limited_by == "max_rate"
+    assert res.throughput == 10e6
+    assert len(res.trials) == 1
+
+
+def test_slow_generator_is_never_reported_as_device_limit() -> None:
+    res = throughput_search(device(50e6, generator_max=7e6), max_rate=100e6, resolution=10e3)
+    assert res.limited_by == "generator"
+    assert res.generator_max == pytest.approx(7e6)
+    assert res.throughput is not None and res.throughput <= 7e6
+    assert "generator" in res.note
+
+
+def test_slow_generator_and_slower_device_is_device_limit() -> None:
+    res = throughput_search(device(5e6, generator_max=7e6), max_rate=100e6, resolution=10e3)
+    assert res.throughput is not None and 5e6 - 10e3 <= res.throughput <= 5e6
+    # the limit found lies below what the generator can offer
+    assert res.throughput < 7e6
+
+
+def test_deep_queue_hides_loss_but_lateness_catches_it() -> None:
+    queue = 5e4  # units of buffer: a 0.5% overload for 2 s fits without loss
+    naive = throughput_search(device(9e6, queue=queue), max_rate=10e6, resolution=1e3)
+    assert naive.throughput is not None and naive.throughput > 9e6 * 1.001
+    strict = throughput_search(
+        device(9e6, queue=queue), max_rate=10e6, resolution=1e3, max_late_s=0.002
+    )
+    assert strict.throughput is not None and strict.throughput <= 9e6 * 1.0021
+
+
+def test_nothing_passes() -> None:
+    def dead(rate: float) -> TrialOutcome:
+        return TrialOutcome(rate, rate, 100, 0)
+
+    res = throughput_search(dead, max_rate=1e6, resolution=1e3)
+    assert res.throughput is None
+    assert res.limited_by == "nothing_passed"
+
+
+def test_search_rejects_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        throughput_search(device(1.0), max_rate=0, resolution=1)
+
+
+def test_passed_needs_something_sent() -> None:
+    assert not passed(TrialOutcome(1.0, 1.0, 0, 0))
+    assert passed(TrialOutcome(1.0, 1.0, 10, 10))
+    assert not passed(TrialOutcome(1.0, 1.0, 10, 9))
+    assert passed(TrialOutcome(1.0, 1.0, 10, 9), loss_tolerance=0.1)
+    assert not passed(TrialOutcome(1.0, 1.0, 10, 10, late_s=0.5), max_late_s=0.1)
+
+
+def test_frame_loss_steps_down_until_two_clean_trials() -> None:
+    trial = device(7.5e6)
+    points = frame_loss_rate(trial, start_rate=10e6)
+    rates = [p.offered for p in points]
+    assert rates == pytest.approx([10e6, 9e6, 8e6, 7e6, 6e6])
+    assert points[0].loss_percent == pytest.approx(25.0)
+    assert points[-1].loss_percent == 0 and points[-2].loss_percent == 0
+    assert points[2].loss_percent > 0
+
+
+def test_frame_loss_starting_clean_stops_after_two() -> None:
+    points = frame_loss_rate(device(100e6), start_rate=10e6)
+    assert len(points) == 2
+
+
+def test_frame_loss_marks_generator_shortfall() -> None:
+    points = frame_loss_rate(device(100e6, generator_max=9.5e6), start_rate=10e6)
+    assert points[0].generator_short
+    assert not points[1].generator_short
