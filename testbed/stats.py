@@ -41,10 +41,7 @@ def describe(values: Sequence[float], percentiles: Sequence[float] = DEFAULT_PER
         raise ValueError("cannot describe an empty group")
     mean = float(a.mean())
     sd = float(a.std(ddof=1)) if n > 1 else 0.0
-    if n > 1 and sd > 0:
-        half = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    else:
-        half = 0.0
+    half = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n) if n > 1 and sd > 0 else 0.0
     pct = {f"p{q:g}": float(np.percentile(a, q)) for q in percentiles}
     return Summary(
         n=n, mean=mean, stdev=sd, min=float(a.min()), max=float(a.max()),

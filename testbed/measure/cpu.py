@@ -1,4 +1,4 @@
-"""CPU during a trial: machine softirq/system time from /proc/stat, and a process's from /proc/PID/stat."""
+"""CPU during a trial: machine softirq/system time (/proc/stat) and a process's (/proc/PID/stat)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ping latency: argv with sizes derived from Ethernet frame sizes, and a pure parser of its text."""
+"""ping latency: argv with sizes derived from Ethernet frame sizes, and a pure text parser."""
 
 from __future__ import annotations
 
@@ -41,10 +41,8 @@ def ping_argv(
     timeout_s: float = 1.0,
 ) -> list[str]:
     """argv of `ping` sending `count` echoes of `size` data bytes; -n so nothing is resolved."""
-    return [
-        "ping", f"-{ip}", "-n", "-c", str(count), "-s", str(size),
-        "-i", f"{interval_s:g}", "-W", f"{timeout_s:g}",
-    ]  + [dest]
+    return ["ping", f"-{ip}", "-n", "-c", str(count), "-s", str(size),
+            "-i", f"{interval_s:g}", "-W", f"{timeout_s:g}", dest]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ packet delay variation.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import socket
@@ -67,7 +68,7 @@ def summarize_owd(rtts_ns: Sequence[int]) -> dict[str, float]:
     s = sorted(owd)
     n = len(s)
     mean = sum(s) / n
-    ipdv = [abs(b - a) for a, b in zip(owd, owd[1:], strict=False)]
+    ipdv = [abs(b - a) for a, b in itertools.pairwise(owd)]
     return {
         "n": n,
         "mean_us": mean,

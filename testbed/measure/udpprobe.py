@@ -11,6 +11,7 @@ Pure parts: `parse_snmp_udp`, `interarrival_summary`, `histogram`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import socket
@@ -81,7 +82,7 @@ def interarrival_summary(arrivals_ns: Sequence[int]) -> dict[str, Any]:
     n = len(arrivals_ns)
     if n < 2:
         return {"packets": n, "pps": 0.0, "ipd": {"n": 0}}
-    ipd = [(b - a) / 1000.0 for a, b in zip(arrivals_ns, arrivals_ns[1:], strict=False)]
+    ipd = [(b - a) / 1000.0 for a, b in itertools.pairwise(arrivals_ns)]
     span_s = (arrivals_ns[-1] - arrivals_ns[0]) / 1e9
     s = sorted(ipd)
     mean = sum(s) / len(s)

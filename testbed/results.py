@@ -1,0 +1,356 @@
+"""The results database (SQLite): versioned schema, one row per trial, provenance, query, export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import UsageError
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path("results/testbed.sqlite")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    planned INTEGER NOT NULL DEFAULT 0,
+    provenance TEXT NOT NULL,
+    spec TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    trial_key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    experiment TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    measurement TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    point TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    repetition INTEGER NOT NULL,
+    started REAL NOT NULL,
+    finished REAL NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'error')),
+    error TEXT,
+    metrics TEXT NOT NULL,
+    result TEXT NOT NULL,
+    topology TEXT NOT NULL,
+    qdiscs TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trials_group ON trials (experiment, measurement, group_key);
+CREATE INDEX IF NOT EXISTS trials_run ON trials (run_id);
+"""
+
+
+def default_db() -> Path:
+    """$TESTBED_DB if set, else results/testbed.sqlite."""
+    env = os.environ.get("TESTBED_DB")
+    return Path(env) if env else DEFAULT_DB
+
+
+def canonical(obj: Any) -> str:
+    """Stable JSON text (sorted keys, no spaces) used for keys and stored documents."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One stored trial."""
+
+    trial_key: str
+    run_id: str
+    experiment: str
+    profile: str
+    measurement: str
+    kind: str
+    point: dict[str, Any]
+    group_key: str
+    repetition: int
+    started: float
+    finished: float
+    status: str
+    error: str | None
+    metrics: dict[str, float]
+    result: dict[str, Any]
+    topology: Any
+    qdiscs: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) a results database; refuse one with a newer schema."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(str(path), timeout=30.0)
+    con.row_factory = sqlite3.Row
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    with con:
+        con.executescript(_SCHEMA)
+        row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    if row is not None and int(row["value"]) > SCHEMA_VERSION:
+        con.close()
+        raise UsageError(
+            f"{path}: results schema version {row['value']} is newer than this testbed's "
+            f"({SCHEMA_VERSION})",
+            hint="upgrade testbed, or choose another database with --db",
+        )
+    return con
+
+
+def schema_version(con: sqlite3.Connection) -> int:
+    row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return int(row["value"])
+
+
+def _cmd_version(argv: Sequence[str]) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = (p.stdout or p.stderr).strip().splitlines()
+    return out[0] if out else None
+
+
+def _git_revision() -> str | None:
+    here = Path(__file__).resolve().parent.parent
+    if shutil.which("git") is None:
+        return None
+    try:
+        rev = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if rev.returncode != 0:
+        return None
+    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return platform.processor() or None
+
+
+def provenance() -> dict[str, Any]:
+    """Where and with what a run was made: kernel, tools, testbed version and revision, CPU."""
+    import sys
+
+    from testbed import __version__
+
+    return {
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": platform.machine(),
+        "hostname": platform.node(),
+        "cpu_model": _cpu_model(),
+        "ncpu": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "testbed_version": __version__,
+        "git_revision": _git_revision(),
+        "tools": {
+            "iperf3": _cmd_version(["iperf3", "--version"]),
+            "ping": _cmd_version(["ping", "-V"]),
+            "tc": _cmd_version(["tc", "-V"]),
+            "ip": _cmd_version(["ip", "-V"]),
+            "tayga": _cmd_version(["tayga", "--version"]) if shutil.which("tayga") else None,
+        },
+        "recorded_at": time.time(),
+    }
+
+
+def start_run(con: sqlite3.Connection, experiment: str, profile: str, spec: Mapping[str, Any],
+              prov: Mapping[str, Any], planned: int) -> str:
+    """Record a new run and return its id."""
+    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    with con:
+        con.execute(
+            "INSERT INTO runs (run_id, experiment, profile, started, planned, provenance, spec) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (run_id, experiment, profile, time.time(), planned, canonical(prov), canonical(spec)),
+        )
+    return run_id
+
+
+def unfinished_run(con: sqlite3.Connection, experiment: str, profile: str) -> str | None:
+    """The latest run of this experiment and profile that did not finish, if any."""
+    row = con.execute(
+        "SELECT run_id FROM runs WHERE experiment=? AND profile=? AND finished IS NULL "
+        "ORDER BY started DESC LIMIT 1", (experiment, profile),
+    ).fetchone()
+    return str(row["run_id"]) if row else None
+
+
+def finish_run(con: sqlite3.Connection, run_id: str) -> None:
+    with con:
+        con.execute("UPDATE runs SET finished=? WHERE run_id=?", (time.time(), run_id))
+
+
+def done_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
+    """Keys of the trials of a run that finished successfully."""
+    rows = con.execute("SELECT trial_key FROM trials WHERE run_id=? AND status='ok'", (run_id,))
+    return {str(r["trial_key"]) for r in rows}
+
+
+def write_trial(con: sqlite3.Connection, row: TrialRow) -> None:
+    """Store one trial at once (committed). A trial key is written once; an error row may be
+    replaced by a later successful attempt of the same trial."""
+    with con:
+        old = con.execute("SELECT status FROM trials WHERE trial_key=?",
+                          (row.trial_key,)).fetchone()
+        if old is not None:
+            if old["status"] == "ok":
+                return
+            con.execute("DELETE FROM trials WHERE trial_key=?", (row.trial_key,))
+        con.execute(
+            "INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (row.trial_key, row.run_id, row.experiment, row.profile, row.measurement, row.kind,
+             canonical(row.point), row.group_key, row.repetition, row.started, row.finished,
+             row.status, row.error, canonical(row.metrics), canonical(row.result),
+             canonical(row.topology), canonical(row.qdiscs)),
+        )
+
+
+def _row(r: sqlite3.Row) -> TrialRow:
+    return TrialRow(
+        trial_key=r["trial_key"], run_id=r["run_id"], experiment=r["experiment"],
+        profile=r["profile"], measurement=r["measurement"], kind=r["kind"],
+        point=json.loads(r["point"]), group_key=r["group_key"], repetition=r["repetition"],
+        started=r["started"], finished=r["finished"], status=r["status"], error=r["error"],
+        metrics=json.loads(r["metrics"]), result=json.loads(r["result"]),
+        topology=json.loads(r["topology"]), qdiscs=json.loads(r["qdiscs"]),
+    )
+
+
+def trials(con: sqlite3.Connection, *, experiment: str | None = None, run_id: str | None = None,
+           measurement: str | None = None, status: str | None = None) -> Iterator[TrialRow]:
+    """Stored trials, filtered, in the order they finished."""
+    where, args = [], []
+    for col, val in (("experiment", experiment), ("run_id", run_id),
+                     ("measurement", measurement), ("status", status)):
+        if val is not None:
+            where.append(f"{col}=?")
+            args.append(val)
+    sql = "SELECT * FROM trials" + (" WHERE " + " AND ".join(where) if where else "")
+    for r in con.execute(sql + " ORDER BY finished, trial_key", args):
+        yield _row(r)
+
+
+def runs(con: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Every run with its trial counts."""
+    out = []
+    for r in con.execute(
+        "SELECT r.*, (SELECT COUNT(*) FROM trials t WHERE t.run_id=r.run_id AND t.status='ok') "
+        "AS ok, (SELECT COUNT(*) FROM trials t WHERE t.run_id=r.run_id AND t.status='error') "
+        "AS errors FROM runs r ORDER BY started"
+    ):
+        out.append({
+            "run_id": r["run_id"], "experiment": r["experiment"], "profile": r["profile"],
+            "started": r["started"], "finished": r["finished"], "planned": r["planned"],
+            "ok": r["ok"], "errors": r["errors"], "provenance": json.loads(r["provenance"]),
+        })
+    return out
+
+
+def merge(src: Path, dst: Path) -> int:
+    """Copy the runs and trials of `src` that `dst` lacks into `dst`; return how many trials."""
+    if not src.exists():
+        raise UsageError(f"no results database at {src}")
+    with closing(connect(src)) as s, closing(connect(dst)) as d:
+        copied = 0
+        with d:
+            for r in s.execute("SELECT * FROM runs"):
+                d.execute("INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?)", tuple(r))
+                if r["finished"] is not None:
+                    d.execute("UPDATE runs SET finished=? WHERE run_id=? AND finished IS NULL",
+                              (r["finished"], r["run_id"]))
+            for r in s.execute("SELECT * FROM trials"):
+                old = d.execute("SELECT status FROM trials WHERE trial_key=?",
+                                (r["trial_key"],)).fetchone()
+                if old is not None and (old["status"] == "ok" or r["status"] != "ok"):
+                    continue
+                if old is not None:
+                    d.execute("DELETE FROM trials WHERE trial_key=?", (r["trial_key"],))
+                d.execute("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          tuple(r))
+                copied += 1
+    return copied
+
+
+# --- reading for reports -------------------------------------------------------------------
+
+
+def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
+    """Per group (experiment, measurement, sweep point without repetition): statistics of every
+    metric over the repetitions that succeeded."""
+    from testbed.stats import describe
+
+    groups: dict[tuple[str, str, str], list[TrialRow]] = {}
+    for r in rows:
+        if r.status == "ok":
+            groups.setdefault((r.experiment, r.measurement, r.group_key), []).append(r)
+    out = []
+    for (exp, meas, gkey), members in groups.items():
+        metrics: dict[str, list[float]] = {}
+        for m in members:
+            for k, v in m.metrics.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    metrics.setdefault(k, []).append(float(v))
+        out.append({
+            "experiment": exp, "measurement": meas, "point": members[0].point,
+            "group_key": gkey, "trials": len(members),
+            "metrics": {k: describe(v).to_dict() for k, v in sorted(metrics.items())},
+        })
+    return out
+
+
+def export_json(rows: Sequence[TrialRow]) -> str:
+    return json.dumps([r.to_dict() for r in rows], indent=1, sort_keys=True, default=str)
+
+
+def export_csv(rows: Sequence[TrialRow]) -> str:
+    """One line per trial: identity, sweep point (`p.` columns) and metrics (`m.` columns)."""
+    pkeys = sorted({k for r in rows for k in r.point})
+    mkeys = sorted({k for r in rows for k in r.metrics})
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    head = ["run_id", "experiment", "profile", "measurement", "kind", "repetition", "status",
+            "started", "finished", "error"]
+    w.writerow(head + [f"p.{k}" for k in pkeys] + [f"m.{k}" for k in mkeys])
+    for r in rows:
+        w.writerow(
+            [r.run_id, r.experiment, r.profile, r.measurement, r.kind, r.repetition, r.status,
+             f"{r.started:.3f}", f"{r.finished:.3f}", r.error or ""]
+            + [r.point.get(k, "") for k in pkeys]
+            + [r.metrics.get(k, "") for k in mkeys]
+        )
+    return buf.getvalue()

@@ -1,0 +1,116 @@
+"""The results database: schema version, writes, merge, statistics and export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from testbed import results
+from testbed.errors import UsageError
+
+
+def row(run: str, key: str, value: float, *, status: str = "ok", rep: int = 0,
+        point: dict[str, object] | None = None) -> results.TrialRow:
+    pt = point or {"ip": 4}
+    return results.TrialRow(
+        trial_key=f"{run}/{key}", run_id=run, experiment="exp", profile="full",
+        measurement="m", kind="pingpong", point=pt, group_key=results.canonical(pt),
+        repetition=rep, started=1.0, finished=2.0, status=status,
+        error=None if status == "ok" else "boom", metrics={"owd_median_us": value},
+        result={"x": value}, topology={"name": "chain"}, qdiscs=[],
+    )
+
+
+def make_db(path: Path, run: str, values: list[float]) -> None:
+    with closing(results.connect(path)) as con:
+        con.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?)",
+                    (run, "exp", "full", 0.0, None, len(values), "{}", "{}"))
+        con.commit()
+        for i, v in enumerate(values):
+            results.write_trial(con, row(run, str(i), v, rep=i))
+
+
+def test_schema_version_recorded_and_newer_refused(tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    with closing(results.connect(db)) as con:
+        assert results.schema_version(con) == results.SCHEMA_VERSION
+        con.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+        con.commit()
+    with pytest.raises(UsageError, match="newer"):
+        results.connect(db)
+
+
+def test_default_db_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TESTBED_DB", raising=False)
+    assert results.default_db() == Path("results/testbed.sqlite")
+    monkeypatch.setenv("TESTBED_DB", str(tmp_path / "vm.sqlite"))
+    assert results.default_db() == tmp_path / "vm.sqlite"
+
+
+def test_write_is_idempotent_and_error_is_replaced(tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    make_db(db, "r1", [])
+    with closing(results.connect(db)) as con:
+        results.write_trial(con, row("r1", "a", 1.0, status="error"))
+        results.write_trial(con, row("r1", "a", 2.0))
+        results.write_trial(con, row("r1", "a", 3.0))  # already ok: kept as it was
+        rows = list(results.trials(con))
+        assert len(rows) == 1 and rows[0].status == "ok" and rows[0].metrics["owd_median_us"] == 2
+        assert results.done_keys(con, "r1") == {"r1/a"}
+
+
+def test_merge_copies_only_missing(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    make_db(a, "r1", [1.0, 2.0, 3.0])
+    make_db(b, "r1", [1.0])
+    assert results.merge(a, b) == 2
+    assert results.merge(a, b) == 0
+    with closing(results.connect(b)) as con:
+        assert len(list(results.trials(con))) == 3
+        assert len(results.runs(con)) == 1
+    make_db(a, "r2", [5.0])
+    assert results.merge(a, b) == 1
+    with pytest.raises(UsageError):
+        results.merge(tmp_path / "missing.sqlite", b)
+
+
+def test_group_stats(tmp_path: Path) -> None:
+    rows = [row("r", "a", 10.0, rep=0), row("r", "b", 12.0, rep=1),
+            row("r", "c", 99.0, rep=2, status="error"),
+            row("r", "d", 5.0, point={"ip": 6})]
+    groups = results.group_stats(rows)
+    assert len(groups) == 2
+    g4 = next(g for g in groups if g["point"] == {"ip": 4})
+    s = g4["metrics"]["owd_median_us"]
+    assert g4["trials"] == 2 and s["n"] == 2 and s["mean"] == 11.0 and s["min"] == 10.0
+
+
+def test_export_csv_and_json() -> None:
+    rows = [row("r", "a", 10.0), row("r", "b", 12.0, point={"ip": 6, "size": 10})]
+    text = results.export_csv(rows)
+    recs = list(csv.DictReader(io.StringIO(text)))
+    assert len(recs) == 2 and recs[1]["p.size"] == "10" and recs[0]["m.owd_median_us"] == "10.0"
+    doc = json.loads(results.export_json(rows))
+    assert doc[1]["point"] == {"ip": 6, "size": 10} and doc[0]["result"] == {"x": 10.0}
+
+
+def test_provenance_fields() -> None:
+    p = results.provenance()
+    for k in ("kernel", "cpu_model", "testbed_version", "git_revision", "tools"):
+        assert k in p
+    assert results.canonical({"b": 1, "a": 2}) == '{"a":2,"b":1}'
+
+
+def test_trials_are_committed_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    make_db(db, "r1", [1.0])
+    # another connection sees the trial immediately: nothing waits for the end of the run
+    other = sqlite3.connect(str(db))
+    assert other.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 1
+    other.close()
