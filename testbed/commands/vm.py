@@ -1,0 +1,52 @@
+"""The `testbed vm` command: run one command inside the full-kernel tier."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from testbed import vm
+
+
+def register(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "vm",
+        help="run a command in a stock Debian kernel under QEMU (netem, sit, Jool, ...)",
+        description=(
+            "Boot the newest stock kernel in /boot with virtme-ng, sharing this machine's files "
+            "read-only, load every network module, run COMMAND as root with live output, and "
+            "exit with its exit code. Results written by `testbed run` inside land in the "
+            "host's results database. Uses KVM where it works, else software emulation."
+        ),
+        epilog="example: testbed vm -- testbed run experiments/transition.toml --quick",
+    )
+    p.add_argument(
+        "--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*-amd64)"
+    )
+    p.add_argument("--memory", default=vm.DEFAULT_MEMORY, help="guest memory (default %(default)s)")
+    p.add_argument(
+        "--cpus", type=int, default=vm.DEFAULT_CPUS, help="guest CPUs (default %(default)s)"
+    )
+    p.add_argument(
+        "--results",
+        type=Path,
+        metavar="DIR",
+        help="host results directory (default: $TESTBED_DB's, else ./results)",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    result = vm.run_in_vm(
+        command,
+        kernel=args.kernel,
+        memory=args.memory,
+        cpus=args.cpus,
+        results=args.results,
+    )
+    return result.returncode

@@ -1,0 +1,546 @@
+"""The full-kernel tier: boot a stock kernel with virtme-ng, run a command, bring results back."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from testbed.errors import CommandError, MissingCapability, TestbedError, UsageError
+
+ENV_IN_VM = "TESTBED_IN_VM"
+"""Set to "1" in the guest; the pytest plugin and `testbed doctor` read it."""
+
+# Modules loaded in the guest before the command runs (all of them: loading is cheap and a
+# command never has to say what it needs).  Missing ones are reported, not fatal.
+GUEST_MODULES = (
+    "sch_netem",
+    "sch_tbf",
+    "sch_htb",
+    "sch_fq_codel",
+    "sit",
+    "ipip",
+    "ip6_tunnel",
+    "tun",
+    "veth",
+    "jool",
+    "jool_siit",
+    "nf_tables",
+    "nft_nat",
+    "nft_chain_nat",
+    "br_netfilter",
+)
+# Environment handed through to the guest command when set on the host.
+PASSTHROUGH_ENV = ("CI", "TERM", "LANG", "LC_ALL", "TZ", "PYTEST_ADDOPTS", "NO_COLOR")
+# Tag of a second, read-only 9p export of / that the guest mounts with cache=loose: Python
+# imports over the default (uncached) 9p root are 2-3x slower.
+LOOSE_TAG = "tbroot"
+DEFAULT_MEMORY = "1G"
+DEFAULT_CPUS = 2
+QEMU = "qemu-system-x86_64"
+BOOT_MARKER = "booted"
+GUEST_DB = "testbed.sqlite"
+GUEST_DB_DIR = "/run/tb-db"  # tmpfs in the guest
+
+PROVISION_HINT = "run scripts/provision.sh as root (it installs everything the VM tier needs)"
+
+
+# --- discovery (pure given the paths) ------------------------------------------------------
+
+
+def _version_key(release: str) -> tuple[int | str, ...]:
+    """Sort key for a kernel release such as '6.1.0-56-amd64' (numbers compare as numbers)."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+~]", release))
+
+
+def find_kernel(boot: Path = Path("/boot"), modules: Path = Path("/lib/modules")) -> Path:
+    """The newest /boot/vmlinuz-*-amd64 whose modules are installed; raise if there is none."""
+    found: list[tuple[tuple[int | str, ...], Path]] = []
+    without_modules: list[str] = []
+    for image in boot.glob("vmlinuz-*-amd64"):
+        release = image.name.removeprefix("vmlinuz-")
+        if (modules / release / "modules.dep").exists() or (modules / release / "kernel").is_dir():
+            found.append((_version_key(release), image))
+        else:
+            without_modules.append(release)
+    if found:
+        return max(found)[1]
+    detail = (
+        f" ({', '.join(sorted(without_modules))} found in {boot} but without modules in {modules})"
+        if without_modules
+        else f" (no {boot}/vmlinuz-*-amd64)"
+    )
+    raise MissingCapability(
+        "a stock Debian kernel" + detail,
+        "the full-kernel tier (testbed vm)",
+        fix="apt-get install linux-image-amd64 — or " + PROVISION_HINT,
+    )
+
+
+def kernel_release(kernel: Path) -> str:
+    return kernel.name.removeprefix("vmlinuz-")
+
+
+def find_vng() -> Path:
+    """virtme-ng's `vng`: the one next to this Python (the venv) first, then PATH."""
+    local = Path(sys.executable).parent / "vng"
+    if local.exists():
+        return local
+    found = shutil.which("vng")
+    if found:
+        return Path(found)
+    raise MissingCapability(
+        "virtme-ng (the `vng` command)",
+        "the full-kernel tier (testbed vm)",
+        fix=f"{Path(sys.executable).parent}/pip install virtme-ng — or " + PROVISION_HINT,
+    )
+
+
+def find_qemu() -> Path:
+    found = shutil.which(QEMU)
+    if found:
+        return Path(found)
+    raise MissingCapability(
+        f"QEMU ({QEMU})",
+        "the full-kernel tier (testbed vm)",
+        fix="apt-get install qemu-system-x86 — or " + PROVISION_HINT,
+    )
+
+
+def parse_memory(text: str) -> int:
+    """'1G', '512M', '1536' (MiB) -> MiB."""
+    m = re.fullmatch(r"\s*(\d+)\s*([mMgG]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise UsageError(f"--memory {text!r}: expected a size such as 512M or 1G")
+    value = int(m.group(1))
+    mib = value * 1024 if m.group(2).lower() == "g" else value
+    if mib < 256:
+        raise UsageError(f"--memory {text!r}: the guest needs at least 256M")
+    return mib
+
+
+def available_memory_mib(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_memory(wanted_mib: int, available_mib: int | None) -> None:
+    """Raise when the host cannot give the guest `wanted_mib` plus QEMU's own ~200 MiB."""
+    if available_mib is None:
+        return
+    need = wanted_mib + 200
+    if available_mib < need:
+        raise UsageError(
+            f"not enough free memory for the VM: it needs ~{need} MiB "
+            f"({wanted_mib} MiB guest + QEMU) and {available_mib} MiB are available",
+            hint="give the guest less with --memory 512M, or stop other programs",
+        )
+
+
+def kvm_works(qemu: Path | None = None) -> bool:
+    """Whether QEMU can really use KVM here: /dev/kvm alone is not enough (MSR failures)."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    qemu_bin = qemu or Path(shutil.which(QEMU) or QEMU)
+    argv = [
+        str(qemu_bin),
+        "-accel",
+        "kvm",
+        "-cpu",
+        "host",
+        "-machine",
+        "q35",
+        "-display",
+        "none",
+        "-nodefaults",
+        "-no-reboot",
+        "-m",
+        "64",
+        "-S",
+        "-monitor",
+        "stdio",
+    ]
+    try:
+        proc = subprocess.run(argv, input="quit\n", capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def vm_available() -> tuple[bool, str]:
+    """Whether the VM tier can boot here, and a sentence saying why (not)."""
+    if os.environ.get(ENV_IN_VM) == "1":
+        return False, "already inside the VM tier"
+    try:
+        kernel = find_kernel()
+        vng = find_vng()
+        find_qemu()
+        check_memory(parse_memory(DEFAULT_MEMORY), available_memory_mib())
+    except TestbedError as exc:
+        return False, str(exc)
+    accel = "KVM" if kvm_works() else "software emulation (TCG, no usable KVM; slower)"
+    return True, f"boots {kernel} with {vng} under {accel}"
+
+
+# --- the guest command (pure) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    """Everything one boot needs; argv and guest script are derived from it alone."""
+
+    kernel: Path
+    command: tuple[str, ...]
+    scratch: Path  # host temp dir, writable in the guest at the same path
+    cwd: Path
+    memory_mib: int = 1024
+    cpus: int = DEFAULT_CPUS
+    kvm: bool = False
+    rwdirs: tuple[Path, ...] = ()  # extra host dirs writable in the guest (e.g. results/)
+    env: Mapping[str, str] = field(default_factory=dict)
+    path_first: tuple[Path, ...] = ()  # prepended to PATH in the guest (the venv's bin)
+    loose_dirs: tuple[Path, ...] = ()  # re-mounted from the cache=loose export
+    modules: tuple[str, ...] = GUEST_MODULES
+
+    @property
+    def script(self) -> Path:
+        return self.scratch / "guest.sh"
+
+
+def default_loose_dirs(rwdirs: Sequence[Path]) -> tuple[Path, ...]:
+    """Read-mostly trees worth caching in the guest: the Pythons, /usr; never above a rwdir."""
+    candidates = [
+        Path(sys.prefix),
+        Path(sys.base_prefix),
+        Path("/usr/lib"),
+        Path("/usr/bin"),
+        Path("/usr/sbin"),
+        Path("/usr/local"),
+    ]
+    out: list[Path] = []
+    for c in candidates:
+        c = c.resolve()
+        if not c.is_dir() or c in out or c == Path("/"):
+            continue
+        if any(r.resolve().is_relative_to(c) or c.is_relative_to(r.resolve()) for r in rwdirs):
+            continue
+        out.append(c)
+    return tuple(out)
+
+
+def guest_script(spec: VmSpec) -> str:
+    """The sh script the guest runs: marker, fast mounts, modules, environment, the command."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/sh",
+        "# written by testbed.vm; runs as root inside the guest",
+        f"echo up > {q(str(spec.scratch / BOOT_MARKER))}",
+    ]
+    if spec.loose_dirs:
+        lines += [
+            "mkdir -p /run/tb-root",
+            "if mount -t 9p -o ro,trans=virtio,version=9p2000.L,access=any,msize=524288,"
+            f"cache=loose {LOOSE_TAG} /run/tb-root 2>/dev/null; then",
+        ]
+        lines += [
+            f"  mount --bind {q('/run/tb-root' + str(d))} {q(str(d))} 2>/dev/null || :"
+            for d in spec.loose_dirs
+        ]
+        lines += ["fi"]
+    if spec.modules:
+        lines += [
+            f"for m in {' '.join(q(m) for m in spec.modules)}; do",
+            '  modprobe -q "$m" 2>/dev/null || echo "testbed vm: module $m not loaded" >&2',
+            "done",
+        ]
+    path = ":".join(
+        [
+            *(str(p) for p in spec.path_first),
+            "/usr/local/sbin",
+            "/usr/local/bin",
+            "/usr/sbin",
+            "/usr/bin",
+            "/sbin",
+            "/bin",
+        ]
+    )
+    env = {
+        "PATH": path,
+        "HOME": "/root",
+        ENV_IN_VM: "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **spec.env,
+    }
+    lines += [f"export {k}={q(v)}" for k, v in env.items()]
+    # SQLite wants a local filesystem: the command writes its database on the guest's tmpfs
+    # and it is copied to the scratch dir (9p) once the command has exited.
+    lines += [
+        f"mkdir -p {GUEST_DB_DIR}",
+        f"cd {q(str(spec.cwd))} || exit 125",
+        shlex.join(spec.command),
+        "rc=$?",
+        f'for f in {GUEST_DB_DIR}/*; do [ -f "$f" ] && cp "$f" {q(str(spec.scratch))}/; done',
+        'exit "$rc"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def vng_argv(spec: VmSpec, vng: Path) -> list[str]:
+    """The vng command line that boots `spec.kernel` and runs the guest script."""
+    argv = [
+        str(vng),
+        "--run",
+        str(spec.kernel),
+        "--memory",
+        f"{spec.memory_mib}M",
+        "--cpus",
+        str(spec.cpus),
+        "--user",
+        "root",
+        "--cwd",
+        str(spec.cwd),
+        f"--rwdir={spec.scratch}",
+    ]
+    argv += [f"--rwdir={d}" for d in spec.rwdirs]
+    if not spec.kvm:
+        argv.append("--disable-kvm")
+    # vng hands --exec to a shell; the path is ours (mkdtemp, no special characters).
+    argv += ["--exec", f"sh {shlex.quote(str(spec.script))}"]
+    if spec.loose_dirs:
+        argv.append(
+            f"--qemu-opts=-virtfs local,path=/,mount_tag={LOOSE_TAG},security_model=none,"
+            "readonly=on,multidevs=remap"
+        )
+    return argv
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+@dataclass
+class VmResult:
+    """What one boot did: the command's exit code, whether it started, and merged trials."""
+
+    returncode: int
+    booted: bool
+    merged_trials: int = 0
+    scratch_files: dict[str, bytes] = field(default_factory=dict)
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived while the VM ran."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated()
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop vng, its shell, virtme-run and QEMU: they share the process group we gave them."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if proc.poll() is not None:
+            break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(wait)
+    # QEMU may outlive the leader for a moment; the group id is still the leader's pid.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _tee(stream: IO[bytes], sink: IO[bytes], tail: deque[bytes]) -> None:
+    for line in iter(stream.readline, b""):
+        sink.write(line)
+        sink.flush()
+        tail.append(line)
+
+
+def host_db(results: Path | None) -> Path:
+    """The host's results database: --results DIR, else $TESTBED_DB, else results/."""
+    if results is not None:
+        return results / GUEST_DB
+    env = os.environ.get("TESTBED_DB")
+    return Path(env) if env else Path("results") / GUEST_DB
+
+
+def merge_results(guest_db: Path, dst: Path, out: IO[str]) -> int:
+    """Bring the guest's trials into the host database; never lose them."""
+    if not guest_db.exists():
+        return 0
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        from testbed.results import merge
+    except ImportError:  # measurement code absent: keep the whole database instead
+        if not dst.exists():
+            shutil.copyfile(guest_db, dst)
+            print(f"testbed vm: results copied to {dst}", file=out)
+            return 0
+        kept = dst.with_name(f"vm-{os.getpid()}.sqlite")
+        shutil.copyfile(guest_db, kept)
+        print(f"testbed vm: cannot merge (no testbed.results.merge); kept {kept}", file=out)
+        return 0
+    n = merge(guest_db, dst)
+    print(f"testbed vm: merged {n} trial(s) from the VM into {dst}", file=out)
+    return n
+
+
+def run_in_vm(
+    command: Sequence[str],
+    *,
+    kernel: Path | None = None,
+    memory: str = DEFAULT_MEMORY,
+    cpus: int = DEFAULT_CPUS,
+    results: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    keep_files: Sequence[str] = (),
+    kvm: bool | None = None,
+    cwd: Path | None = None,
+) -> VmResult:
+    """Boot once, run `command` as root in the guest with live output, merge results back.
+
+    `keep_files` names files the command writes into $TESTBED_SCRATCH that are returned in
+    `VmResult.scratch_files` (the scratch dir itself is always removed).
+    """
+    if os.environ.get(ENV_IN_VM) == "1":
+        raise UsageError("already inside the VM tier: run the command directly")
+    if not command:
+        raise UsageError("nothing to run: give a command after --, e.g. testbed vm -- lsmod")
+    if cpus < 1:
+        raise UsageError(f"--cpus {cpus}: need at least 1")
+    memory_mib = parse_memory(memory)
+    kernel_path = kernel or find_kernel()
+    if not kernel_path.is_file():
+        raise UsageError(f"--kernel {kernel_path}: no such file")
+    vng = find_vng()
+    qemu = find_qemu()
+    check_memory(memory_mib, available_memory_mib())
+    use_kvm = kvm_works(qemu) if kvm is None else kvm
+    workdir = (cwd or Path.cwd()).resolve()
+    dst = host_db(results).resolve()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+
+    with tempfile.TemporaryDirectory(prefix="tb-vm-") as tmp:
+        scratch = Path(tmp)
+        guest_env = {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
+        guest_env.update(
+            {k: v for k, v in os.environ.items() if k.startswith("TESTBED_") and k != "TESTBED_DB"}
+        )
+        guest_env.update(
+            {
+                "TESTBED_DB": f"{GUEST_DB_DIR}/{GUEST_DB}",
+                "TESTBED_SCRATCH": str(scratch),
+                "TESTBED_HOST_DB": str(dst),
+            }
+        )
+        guest_env.update(env or {})
+        rwdirs = (dst.parent,)
+        spec = VmSpec(
+            kernel=kernel_path,
+            command=tuple(command),
+            scratch=scratch,
+            cwd=workdir,
+            memory_mib=memory_mib,
+            cpus=cpus,
+            kvm=use_kvm,
+            rwdirs=rwdirs,
+            env=guest_env,
+            path_first=(Path(sys.executable).parent,),
+            loose_dirs=default_loose_dirs([scratch, *rwdirs]),
+        )
+        spec.script.write_text(guest_script(spec))
+        result = _boot(spec, vng)
+        if not result.booted and use_kvm and kvm is None:
+            print(
+                "testbed vm: boot with KVM failed; retrying with software emulation",
+                file=sys.stderr,
+            )
+            spec = dataclasses.replace(spec, kvm=False)
+            result = _boot(spec, vng)
+        for name in keep_files:
+            p = scratch / name
+            if p.is_file():
+                result.scratch_files[name] = p.read_bytes()
+        result.merged_trials = merge_results(scratch / GUEST_DB, dst, sys.stderr)
+    return result
+
+
+def _boot(spec: VmSpec, vng: Path) -> VmResult:
+    argv = vng_argv(spec, vng)
+    tail: deque[bytes] = deque(maxlen=40)
+    with _sigterm_raises():
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=None,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            cwd=spec.cwd,
+        )
+        assert proc.stderr is not None
+        reader = threading.Thread(
+            target=_tee, args=(proc.stderr, sys.stderr.buffer, tail), daemon=True
+        )
+        reader.start()
+        try:
+            rc = proc.wait()
+        except (KeyboardInterrupt, _Terminated):
+            _kill_group(proc)
+            reader.join(5)
+            raise KeyboardInterrupt() from None
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+        reader.join(5)
+        # leftovers in the group (QEMU after vng died) must not outlive us
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    booted = (spec.scratch / BOOT_MARKER).exists()
+    if not booted:
+        if spec.kvm:
+            return VmResult(rc, False)
+        err = CommandError(
+            argv,
+            rc,
+            b"".join(tail).decode(errors="replace"),
+            where="the VM boot (the guest never started the command)",
+        )
+        err.hint = (
+            f"see QEMU's own messages with: {vng} --run {spec.kernel} --disable-kvm "
+            f"--verbose --exec true ; a broken install is fixed by {PROVISION_HINT}"
+        )
+        raise err
+    return VmResult(rc, True)
