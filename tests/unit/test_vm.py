@@ -1,0 +1,175 @@
+"""Unit tests of the full-kernel tier: kernel discovery, argv, guest script, error messages."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from testbed import vm
+from testbed.errors import MissingCapability, UsageError
+
+
+def make_kernel(boot: Path, modules: Path, release: str, with_modules: bool = True) -> Path:
+    boot.mkdir(exist_ok=True)
+    image = boot / f"vmlinuz-{release}"
+    image.write_bytes(b"")
+    if with_modules:
+        (modules / release).mkdir(parents=True)
+        (modules / release / "modules.dep").write_text("")
+    return image
+
+
+def test_find_kernel_picks_newest_with_modules(tmp_path: Path) -> None:
+    boot, mods = tmp_path / "boot", tmp_path / "modules"
+    make_kernel(boot, mods, "6.1.0-9-amd64")
+    newest = make_kernel(boot, mods, "6.1.0-56-amd64")
+    make_kernel(boot, mods, "6.12.0-1-amd64", with_modules=False)
+    (boot / "vmlinuz-6.18.0-cloud").write_bytes(b"")
+    assert vm.find_kernel(boot, mods) == newest
+
+
+def test_find_kernel_says_how_to_install_one(tmp_path: Path) -> None:
+    with pytest.raises(MissingCapability) as info:
+        vm.find_kernel(tmp_path / "boot", tmp_path / "modules")
+    text = str(info.value)
+    assert "apt-get install linux-image-amd64" in text
+    assert "scripts/provision.sh" in text
+
+
+def test_find_kernel_names_a_kernel_without_modules(tmp_path: Path) -> None:
+    make_kernel(tmp_path / "boot", tmp_path / "modules", "6.1.0-56-amd64", with_modules=False)
+    with pytest.raises(MissingCapability, match=r"6.1.0-56-amd64 found .* without modules"):
+        vm.find_kernel(tmp_path / "boot", tmp_path / "modules")
+
+
+@pytest.mark.parametrize(
+    ("text", "mib"), [("1G", 1024), ("512M", 512), ("2g", 2048), ("768", 768), ("1GiB", 1024)]
+)
+def test_parse_memory(text: str, mib: int) -> None:
+    assert vm.parse_memory(text) == mib
+
+
+@pytest.mark.parametrize("text", ["lots", "1T", "100M", ""])
+def test_parse_memory_rejects(text: str) -> None:
+    with pytest.raises(UsageError):
+        vm.parse_memory(text)
+
+
+def test_check_memory_explains_the_shortfall() -> None:
+    vm.check_memory(1024, 4000)
+    vm.check_memory(1024, None)
+    with pytest.raises(UsageError, match=r"1224 MiB.*500 MiB are available") as info:
+        vm.check_memory(1024, 500)
+    assert "--memory 512M" in str(info.value)
+
+
+def test_available_memory_reads_meminfo(tmp_path: Path) -> None:
+    f = tmp_path / "meminfo"
+    f.write_text("MemTotal: 100 kB\nMemAvailable:    2097152 kB\n")
+    assert vm.available_memory_mib(f) == 2048
+    assert vm.available_memory_mib(tmp_path / "absent") is None
+
+
+def spec(tmp_path: Path, **kw: object) -> vm.VmSpec:
+    base: dict[str, object] = {
+        "kernel": Path("/boot/vmlinuz-6.1.0-56-amd64"),
+        "command": ("testbed", "run", "experiments/a b.toml", "--quick"),
+        "scratch": tmp_path / "tb-vm-x",
+        "cwd": Path("/work/main"),
+        "rwdirs": (Path("/work/main/results"),),
+        "path_first": (Path("/work/main/.venv/bin"),),
+        "loose_dirs": (Path("/work/main/.venv"),),
+        "env": {"TESTBED_DB": "/run/tb-db/testbed.sqlite", "CI": "true"},
+    }
+    base.update(kw)
+    return vm.VmSpec(**base)  # type: ignore[arg-type]
+
+
+def test_vng_argv_tcg(tmp_path: Path) -> None:
+    s = spec(tmp_path)
+    argv = vm.vng_argv(s, Path("/venv/bin/vng"))
+    assert argv[:3] == ["/venv/bin/vng", "--run", "/boot/vmlinuz-6.1.0-56-amd64"]
+    assert "--disable-kvm" in argv
+    assert argv[argv.index("--memory") + 1] == "1024M"
+    assert argv[argv.index("--cpus") + 1] == "2"
+    assert argv[argv.index("--user") + 1] == "root"
+    assert f"--rwdir={s.scratch}" in argv
+    assert "--rwdir=/work/main/results" in argv
+    assert argv[argv.index("--exec") + 1] == f"sh {s.script}"
+    assert any("mount_tag=tbroot" in a and "readonly=on" in a for a in argv)
+
+
+def test_vng_argv_kvm_and_no_loose(tmp_path: Path) -> None:
+    argv = vm.vng_argv(spec(tmp_path, kvm=True, loose_dirs=()), Path("vng"))
+    assert "--disable-kvm" not in argv
+    assert not any("virtfs" in a for a in argv)
+
+
+def test_guest_script(tmp_path: Path) -> None:
+    s = spec(tmp_path)
+    text = vm.guest_script(s)
+    lines = text.splitlines()
+    assert lines[0] == "#!/bin/sh"
+    assert f"echo up > {s.scratch / vm.BOOT_MARKER}" in lines  # first thing: boot marker
+    assert "cache=loose tbroot /run/tb-root" in text
+    assert "mount --bind /run/tb-root/work/main/.venv /work/main/.venv" in text
+    assert "modprobe -q" in text and "sch_netem" in text and "jool" in text and " sit " in text
+    assert "export TESTBED_IN_VM=1" in lines
+    assert "export PATH=/work/main/.venv/bin:" in text
+    assert "export CI=true" in lines
+    # the command, quoted as one argv
+    assert shlex.join(s.command) in lines
+    assert shlex.split(shlex.join(s.command)) == list(s.command)
+    assert lines[-1] == 'exit "$rc"'
+
+
+def test_default_loose_dirs_never_hide_a_rwdir(tmp_path: Path) -> None:
+    dirs = vm.default_loose_dirs([Path("/usr/lib/x")])
+    assert Path("/usr/lib") not in dirs
+    assert all(d != Path("/") for d in dirs)
+
+
+def test_host_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TESTBED_DB", raising=False)
+    assert vm.host_db(None) == Path("results/testbed.sqlite")
+    assert vm.host_db(tmp_path) == tmp_path / "testbed.sqlite"
+    monkeypatch.setenv("TESTBED_DB", "/x/y.sqlite")
+    assert vm.host_db(None) == Path("/x/y.sqlite")
+
+
+def test_run_in_vm_refuses_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(vm.ENV_IN_VM, "1")
+    with pytest.raises(UsageError, match="already inside"):
+        vm.run_in_vm(["true"])
+    assert vm.vm_available() == (False, "already inside the VM tier")
+
+
+def test_run_in_vm_needs_a_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    with pytest.raises(UsageError, match="testbed vm -- lsmod"):
+        vm.run_in_vm([])
+
+
+def test_missing_vng_and_qemu_say_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vm.shutil, "which", lambda name: None)
+    monkeypatch.setattr(vm.sys, "executable", "/nonexistent/bin/python")
+    with pytest.raises(MissingCapability, match="pip install virtme-ng"):
+        vm.find_vng()
+    with pytest.raises(MissingCapability, match="apt-get install qemu-system-x86"):
+        vm.find_qemu()
+    ok, why = vm.vm_available()
+    assert not ok and "provision.sh" in why
+
+
+def test_kvm_works_without_dev_kvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vm.os, "access", lambda path, mode: False)
+    assert vm.kvm_works() is False
+
+
+def test_merge_results_without_guest_db(tmp_path: Path) -> None:
+    import io
+
+    assert vm.merge_results(tmp_path / "none.sqlite", tmp_path / "dst.sqlite", io.StringIO()) == 0
+    assert not (tmp_path / "dst.sqlite").exists()

@@ -1,0 +1,48 @@
+"""The `testbed vm` command line: parsing and hand-off to testbed.vm.run_in_vm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import cli, vm
+
+
+def test_vm_command_passes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(command: list[str], **kw: Any) -> vm.VmResult:
+        seen["command"] = command
+        seen.update(kw)
+        return vm.VmResult(returncode=7, booted=True)
+
+    monkeypatch.setattr(vm, "run_in_vm", fake)
+    rc = cli.main(
+        [
+            "vm",
+            "--memory",
+            "2G",
+            "--cpus",
+            "1",
+            "--results",
+            "out",
+            "--",
+            "testbed",
+            "doctor",
+            "--json",
+        ]
+    )
+    assert rc == 7
+    assert seen["command"] == ["testbed", "doctor", "--json"]
+    assert seen["memory"] == "2G" and seen["cpus"] == 1 and seen["results"] == Path("out")
+    assert seen["kernel"] is None
+
+
+def test_vm_command_reports_errors(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    assert cli.main(["vm"]) == 2
+    assert "nothing to run" in capsys.readouterr().err
