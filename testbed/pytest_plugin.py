@@ -276,9 +276,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line(f"testbed: VM pass: {detail or 'nothing ran'}")
     if state.vm_error:
         tr.write_line(f"testbed: VM pass FAILED: {state.vm_error}", red=True, bold=True)
-    vm_ran = state.vm_counts.get("ran", 0) if state.vm_counts is not None else None
-    if state.deferred or state.vm_counts is not None:
+    if state.vm_counts is not None:
+        vm_ran = state.vm_counts.get("ran", 0)
         tr.write_line(summary_line(state.host_ran, vm_ran, state.vm_features), bold=True)
+    elif state.deferred:
+        line = summary_line(state.host_ran, None, ())
+        tr.write_line(f"{line} ({len(state.deferred)} could not run there: see above)", red=True)
     else:
         line = summary_line(state.host_ran, None, ())
         if state.skipped_for_vm:

@@ -1,0 +1,127 @@
+"""The pytest plugin: kernel marker decisions, the VM pass hand-off, CI strictness."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from testbed import pytest_plugin, vm
+
+TESTS = """
+import pytest
+
+@pytest.mark.kernel("sit")
+def test_needs_sit():
+    pass
+
+@pytest.mark.kernel("veth")
+def test_needs_veth():
+    pass
+
+def test_plain():
+    pass
+"""
+
+
+@pytest.fixture
+def host_lacks_sit(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(wanted: Iterable[str]) -> list[str]:
+        return [f for f in wanted if f == "sit"]
+
+    monkeypatch.setattr(pytest_plugin, "_missing_probe", lambda: missing)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_off_mode_skips_with_a_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_inprocess("--testbed-vm=off", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*needs sit, which this machine lacks*"])
+    result.stdout.fnmatch_lines(["testbed: 2 tests ran on the host, 0 in the VM (1 skipped*"])
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_ci_never_skips_silently(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_inprocess("--testbed-vm=off")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*CI=true forbids skipping*"])
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_run_mode_defers_to_one_vm_boot(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+
+    def fake_run(command: list[str], **kw: Any) -> vm.VmResult:
+        calls.append(command)
+        summary = json.dumps({"passed": 1, "ran": 1}).encode()
+        return vm.VmResult(0, True, scratch_files={pytest_plugin.VM_SUMMARY: summary})
+
+    monkeypatch.setattr(vm, "run_in_vm", fake_run)
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_inprocess("--testbed-vm=run")
+    result.assert_outcomes(passed=2, deselected=1)
+    assert len(calls) == 1
+    assert calls[0][1:3] == ["-m", "pytest"]
+    assert calls[0][-1].endswith("::test_needs_sit")
+    result.stdout.fnmatch_lines(["testbed: 2 tests ran on the host, 1 in the VM (features: sit)"])
+    assert result.ret == 0
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_run_mode_fails_when_the_vm_cannot_boot(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from testbed.errors import MissingCapability
+
+    def no_vm(command: list[str], **kw: Any) -> vm.VmResult:
+        raise MissingCapability("QEMU", "the VM tier", fix="apt-get install qemu-system-x86")
+
+    monkeypatch.setattr(vm, "run_in_vm", no_vm)
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_inprocess("--testbed-vm=run")
+    result.stdout.fnmatch_lines(["*VM pass FAILED*QEMU*", "*apt-get install qemu-system-x86"])
+    result.stdout.fnmatch_lines(["testbed: 2 tests ran on the host, 0 in the VM (1 could not*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_in_vm_a_missing_feature_fails(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(vm.ENV_IN_VM, "1")
+    monkeypatch.setenv("TESTBED_SCRATCH", str(pytester.path))
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*inside the full-kernel VM but still missing: sit*"])
+    summary = json.loads((pytester.path / pytest_plugin.VM_SUMMARY).read_text())
+    assert summary["passed"] == 2 and summary["error"] == 1 and summary["ran"] == 3
+
+
+def test_summary_line() -> None:
+    assert (
+        pytest_plugin.summary_line(123, 17, ["sit", "jool", "netem"])
+        == "testbed: 123 tests ran on the host, 17 in the VM (features: jool, netem, sit)"
+    )
+
+
+def test_testbed_net_needs_a_topology(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_x(testbed_net):
+            pass
+        """
+    )
+    result = pytester.runpytest_inprocess()
+    assert result.ret != 0
