@@ -89,7 +89,9 @@ class DaemonError(TestbedError):
 
     def __init__(self, daemon: str, node: str, problem: str, output: str = "") -> None:
         out = output.strip()
-        detail = ("\n  its own message:\n    " + "\n    ".join(out.splitlines()[-8:])) if out else ""
+        detail = (
+            ("\n  its own message:\n    " + "\n    ".join(out.splitlines()[-8:])) if out else ""
+        )
         super().__init__(f"{daemon} on {node}: {problem}{detail}")
         self.daemon = daemon
         self.node = node

@@ -1,0 +1,203 @@
+"""What this kernel and machine can do (netns, veth, qdiscs, sit, tun, Jool, binaries)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed import netlink
+
+KERNEL_FEATURES = ("netns", "veth", "tbf", "htb", "netem", "sit", "tun", "jool", "nftables")
+BINARIES: dict[str, tuple[str, str]] = {
+    # feature: (program, Debian package)
+    "iperf3": ("iperf3", "iperf3"),
+    "tayga": ("tayga", "tayga"),
+    "isatapd": ("isatapd", "isatapd"),
+    "radvd": ("radvd", "radvd"),
+    "jool-tools": ("jool", "jool-tools"),
+    "unbound": ("unbound", "unbound"),
+    "tcpdump": ("tcpdump", "tcpdump"),
+    "qemu": ("qemu-system-x86_64", "qemu-system-x86"),
+    "virtme-ng": ("vng", "virtme-ng (pip)"),
+}
+# Kernel features the full-kernel tier (testbed vm) brings when the host lacks them.
+VM_PROVIDES = {"netem", "sit", "jool", "tun", "tbf", "htb", "nftables"}
+MODULE_OF = {
+    "netem": "sch_netem",
+    "sit": "sit",
+    "jool": "jool",
+    "tun": "tun",
+    "tbf": "sch_tbf",
+    "htb": "sch_htb",
+    "nftables": "nf_tables",
+    "veth": "veth",
+}
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Whether one feature is available, why not, and how to get it."""
+
+    name: str
+    kind: str  # "kernel" or "program"
+    available: bool
+    reason: str
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ip(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True)
+
+
+def _tc(ns: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["tc", "-n", ns, *args], capture_output=True, text=True)
+
+
+def _msg(proc: subprocess.CompletedProcess[str]) -> str:
+    return (
+        (proc.stderr or proc.stdout).strip().splitlines()[0]
+        if (proc.stderr or proc.stdout)
+        else f"exit {proc.returncode}"
+    )
+
+
+def _module_present(module: str) -> bool:
+    if Path(f"/sys/module/{module}").exists():
+        return True
+    if shutil.which("modprobe") is None:
+        return False
+    return subprocess.run(["modprobe", "-n", "-q", module], capture_output=True).returncode == 0
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_kernel() -> dict[str, tuple[bool, str]]:
+    """Try each kernel feature for real inside a scratch namespace, then remove it."""
+    results: dict[str, tuple[bool, str]] = {}
+    ns = f"tb-probe-{os.getpid()}"
+    if os.geteuid() != 0:
+        for f in KERNEL_FEATURES:
+            results[f] = (False, "not root: testbed needs root to probe and use the kernel")
+        return results
+    try:
+        netlink.create_netns(ns)
+    except Exception as exc:  # any failure here means no usable netns
+        for f in KERNEL_FEATURES:
+            results[f] = (False, f"cannot create a network namespace: {exc}")
+        return results
+    try:
+        results["netns"] = (True, "created a scratch namespace")
+        p = _ip(["-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
+        results["veth"] = (
+            p.returncode == 0,
+            "created a veth pair" if p.returncode == 0 else _msg(p),
+        )
+        dev = "p0" if p.returncode == 0 else "lo"
+        _ip(["-n", ns, "link", "set", dev, "up"])
+        qdiscs = {
+            "tbf": [
+                "tbf",
+                "rate",
+                "10mbit",
+                "burst",
+                "3100",
+                "limit",
+                "10000",
+                "mpu",
+                "84",
+                "overhead",
+                "24",
+            ],
+            "htb": ["htb", "default", "1"],
+            "netem": ["netem", "delay", "1ms", "rate", "10mbit", "packetoverhead", "24"],
+        }
+        for name, args in qdiscs.items():
+            q = _tc(ns, ["qdisc", "replace", "dev", dev, "root", *args])
+            results[name] = (
+                q.returncode == 0,
+                f"installed a {name} qdisc"
+                if q.returncode == 0
+                else f"{_msg(q)} (module {MODULE_OF[name]})",
+            )
+            _tc(ns, ["qdisc", "del", "dev", dev, "root"])
+        s = _ip(["-n", ns, "link", "add", "s0", "type", "sit", "remote", "any", "local", "any"])
+        results["sit"] = (
+            s.returncode == 0,
+            "created a sit tunnel" if s.returncode == 0 else f"{_msg(s)} (module sit)",
+        )
+        t = _ip(["-n", ns, "tuntap", "add", "dev", "t0", "mode", "tun"])
+        results["tun"] = (
+            t.returncode == 0,
+            "created a tun device"
+            if t.returncode == 0
+            else f"{_msg(t)} (module tun, /dev/net/tun)",
+        )
+        if shutil.which("nft"):
+            n = subprocess.run(
+                ["ip", "netns", "exec", ns, "nft", "list", "tables"], capture_output=True, text=True
+            )
+            results["nftables"] = (
+                n.returncode == 0,
+                "listed nftables tables" if n.returncode == 0 else _msg(n),
+            )
+        else:
+            results["nftables"] = (False, "the nft program is missing (package nftables)")
+    finally:
+        netlink.remove_netns(ns)
+    jool = _module_present("jool")
+    results["jool"] = (
+        jool,
+        "module jool is loaded or loadable"
+        if jool
+        else "no jool module for this kernel (package jool-dkms builds it)",
+    )
+    return results
+
+
+def probe() -> dict[str, Capability]:
+    """Every capability, kernel features first, then programs."""
+    caps: dict[str, Capability] = {}
+    for name, (ok, reason) in _probe_kernel().items():
+        if ok:
+            fix = ""
+        elif name in VM_PROVIDES:
+            fix = (
+                "the full-kernel tier provides it: `testbed vm -- COMMAND` "
+                "(a stock Debian kernel under QEMU)"
+            )
+        else:
+            fix = "run as root on a Linux kernel with network namespaces"
+        caps[name] = Capability(name, "kernel", ok, reason, fix)
+    for name, (program, package) in BINARIES.items():
+        path = shutil.which(program)
+        caps[name] = Capability(
+            name,
+            "program",
+            path is not None,
+            f"found {path}" if path else f"'{program}' is not on PATH",
+            "" if path else f"install {package} (scripts/provision.sh installs everything)",
+        )
+    return caps
+
+
+def features() -> dict[str, bool]:
+    return {name: cap.available for name, cap in probe().items()}
+
+
+def has(feature: str) -> bool:
+    cap = probe().get(feature)
+    return cap is not None and cap.available
+
+
+def missing(wanted: Iterable[str]) -> list[str]:
+    """The features of `wanted` this machine lacks (unknown names count as missing)."""
+    caps = probe()
+    return [f for f in wanted if f not in caps or not caps[f].available]

@@ -1,0 +1,283 @@
+"""Subcommands up, plan, show, exec, down, clean and doctor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from testbed import capabilities, netlink, processes, state
+from testbed.errors import UsageError
+from testbed.testbed import Interrupted, Testbed, progress_to_stderr, remove_run
+from testbed.topology import load_topology
+
+
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """`--set k=v` pairs as a dict."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise UsageError(f"--set {item!r}: expected NAME=VALUE", hint="e.g. --set routers=5")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def add_set_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        default=[],
+        help="override a parameter the file declares (repeatable)",
+    )
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("up", help="build a topology and keep it (prints its addresses)")
+    p.add_argument("file", help="topology file, e.g. topologies/chain.toml")
+    add_set_option(p)
+    p.add_argument("--name", help="run name (default: a fresh random one)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("plan", help="print what `up` would create, without creating anything")
+    p.add_argument("file")
+    add_set_option(p)
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("show", help="list the runs that exist and their addresses")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("exec", help="run a command in a node: testbed exec NODE -- CMD...")
+    p.add_argument("node")
+    p.add_argument("cmd", nargs=argparse.REMAINDER)
+    p.add_argument("--name", help="which run (needed when several are up)")
+    p.set_defaults(func=cmd_exec)
+
+    p = sub.add_parser("down", help="remove a run built by `testbed up`")
+    p.add_argument("name", nargs="?")
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("clean", help="remove what crashed or killed runs left behind")
+    p.add_argument(
+        "--all", action="store_true", help="also remove runs kept by `testbed up` (and probes)"
+    )
+    p.set_defaults(func=cmd_clean)
+
+    p = sub.add_parser("doctor", help="report what this machine can do, and how to fix the rest")
+    p.add_argument("--json", action="store_true", help="one JSON object with a `features` map")
+    p.set_defaults(func=cmd_doctor)
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise UsageError(
+            f"`testbed {what}` needs root (network namespaces)",
+            hint=f"run it as root: sudo testbed {what} ...",
+        )
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    _require_root("up")
+    topo = load_topology(args.file, parse_sets(args.set))
+    with Testbed(topo, args.name, keep=True, progress=progress_to_stderr) as tb:
+        record = tb.record
+        assert record is not None
+        secs = tb.build_seconds
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "name": record.name,
+                    "namespaces": record.namespaces,
+                    "interfaces": record.interfaces,
+                    "build_seconds": secs,
+                },
+                indent=1,
+            )
+        )
+    else:
+        print(
+            f"run {record.name}: {topo.name} is up ({len(record.namespaces)} nodes, "
+            f"built in {secs:.2f} s)"
+        )
+        print(_table(record))
+        print(
+            f"\nnext: testbed exec {topo.nodes[0].name} -- ping -c1 <address>   "
+            f"|   testbed down {record.name}"
+        )
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from testbed.plan import compile_plan
+
+    topo = load_topology(args.file, parse_sets(args.set))
+    netem = capabilities.has("netem") if os.geteuid() == 0 else False
+    plan = compile_plan(topo, "RUN", netem_available=netem)
+    for line in plan.describe():
+        print(line)
+    return 0
+
+
+def _table(record: state.RunRecord) -> str:
+    rows = [("node", "namespace", "iface", "peer", "addresses")]
+    for i in record.interfaces:
+        rows.append((i["node"], i["ns"], i["ifname"], i["peer"], " ".join(i["addresses"])))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(r[c].ljust(widths[c]) for c in range(4)) + "  " + r[4])
+    return "\n".join(lines)
+
+
+def _find_run(name: str | None) -> state.RunRecord:
+    if name:
+        rec = state.load(name)
+        if rec is None:
+            raise UsageError(f"no run named {name!r}", hint="`testbed show` lists the runs")
+        return rec
+    recs = [r for r in state.all_records() if r.state in ("up", "active")]
+    if not recs:
+        raise UsageError("no run is up", hint="start one: testbed up topologies/p2p.toml")
+    if len(recs) > 1:
+        raise UsageError(
+            "several runs are up: " + ", ".join(r.name for r in recs),
+            hint="name one with --name NAME",
+        )
+    return recs[0]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    recs = [_find_run(args.name)] if args.name else state.all_records()
+    if args.json:
+        print(json.dumps([vars(r) for r in recs], indent=1))
+        return 0
+    if not recs:
+        print("no runs")
+        return 0
+    for rec in recs:
+        owner = (
+            "kept by testbed up"
+            if rec.state == "up"
+            else (
+                f"held by pid {rec.pid}"
+                if rec.owner_alive()
+                else f"left behind by pid {rec.pid} (remove with `testbed clean`)"
+            )
+        )
+        print(f"run {rec.name} ({rec.source} {rec.params}) — {rec.state}, {owner}")
+        print(_table(rec))
+        print()
+    return 0
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    _require_root("exec")
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise UsageError("no command given", hint="testbed exec h1 -- ping -c1 198.18.0.2")
+    rec = _find_run(args.name)
+    ns = rec.namespaces.get(args.node)
+    if ns is None:
+        raise UsageError(
+            f"no node {args.node!r} in run {rec.name}", hint="nodes: " + ", ".join(rec.namespaces)
+        )
+    try:
+        return subprocess.call(processes.ns_argv(ns, cmd))
+    except FileNotFoundError:
+        raise UsageError("the `ip` program is missing", hint="apt-get install iproute2") from None
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    _require_root("down")
+    rec = _find_run(args.name)
+    if rec.state == "active" and rec.owner_alive():
+        raise UsageError(
+            f"run {rec.name} is held by a running process (pid {rec.pid})",
+            hint="stop that process; it removes its run when it exits",
+        )
+    removed = remove_run(rec)
+    print(f"run {rec.name}: removed {len(removed)} namespaces")
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    _require_root("clean")
+    cleaned = 0
+    for rec in state.all_records():
+        if rec.state == "up" and not args.all:
+            continue
+        if rec.state != "up" and rec.owner_alive():
+            print(f"run {rec.name}: still held by pid {rec.pid}; left alone")
+            continue
+        removed = remove_run(rec)
+        cleaned += 1
+        print(f"run {rec.name}: removed {len(removed)} namespaces and their processes")
+    known = {ns for r in state.all_records() for ns in r.namespaces.values()}
+    for ns in netlink.list_netns():
+        if ns.startswith("tb-probe-"):
+            pid = ns.rsplit("-", 1)[-1]
+            if pid.isdigit() and not state.pid_alive(int(pid)):
+                from testbed.testbed import remove_namespace
+
+                remove_namespace(ns)
+                print(f"removed probe namespace {ns}")
+        elif ns.startswith("tb-") and ns not in known:
+            print(
+                f"note: namespace {ns} looks like testbed's but no run records it; "
+                f"left alone (remove with `ip netns del {ns}` if it is yours)"
+            )
+    if cleaned == 0:
+        print("nothing to clean")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    caps = capabilities.probe()
+    try:
+        from testbed.vm import vm_available
+
+        vm_ok, vm_why = vm_available()
+    except ImportError:
+        vm_ok, vm_why = False, "the VM tier is not installed"
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "features": {k: c.available for k, c in caps.items()},
+                    "details": {k: c.to_dict() for k, c in caps.items()},
+                    "kernel": os.uname().release,
+                    "root": os.geteuid() == 0,
+                    "vm_tier": {"available": vm_ok, "reason": vm_why},
+                    "in_vm": os.environ.get("TESTBED_IN_VM") == "1",
+                },
+                indent=1,
+                sort_keys=True,
+            )
+        )
+        return 0
+    print(f"kernel {os.uname().release}; running as {'root' if os.geteuid() == 0 else 'user'}")
+    width = max(len(k) for k in caps)
+    for name, cap in caps.items():
+        mark = "yes" if cap.available else "NO "
+        print(f"  {name.ljust(width)}  {mark}  {cap.reason}")
+        if not cap.available:
+            fix = cap.fix
+            if name in capabilities.VM_PROVIDES:
+                fix += "" if vm_ok else f" — but the VM tier cannot boot here: {vm_why}"
+            print(f"  {' ' * width}        fix: {fix}")
+    print(f"\nfull-kernel tier (testbed vm): {'ready' if vm_ok else 'not ready'} — {vm_why}")
+    return 0
+
+
+__all__ = ["Interrupted", "register"]
+_ = sys

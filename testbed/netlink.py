@@ -1,0 +1,285 @@
+"""The only importer of pyroute2: namespaces, links, addresses, routes, sysctls and qdiscs."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute, netns
+from pyroute2.netlink.exceptions import NetlinkError
+
+from testbed.errors import KernelError, MissingCapability
+
+NETNS_DIR = Path("/var/run/netns")
+
+
+def _kernel_error(op: str, obj: str, exc: NetlinkError) -> KernelError:
+    return KernelError(op, obj, int(exc.code), str(exc))
+
+
+# ---------------------------------------------------------------------------- namespaces
+
+
+def list_netns() -> list[str]:
+    try:
+        return sorted(p.name for p in NETNS_DIR.iterdir())
+    except FileNotFoundError:
+        return []
+
+
+def netns_exists(name: str) -> bool:
+    return (NETNS_DIR / name).exists()
+
+
+def create_netns(name: str) -> None:
+    if netns_exists(name):
+        raise KernelError("create namespace", name, errno.EEXIST)
+    try:
+        netns.create(name)
+    except OSError as exc:
+        raise KernelError("create namespace", name, exc.errno or 0, str(exc)) from None
+
+
+def remove_netns(name: str) -> None:
+    """Unmount and remove a named namespace; a missing one is not an error."""
+    if not netns_exists(name):
+        return
+    try:
+        netns.remove(name)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise KernelError("remove namespace", name, exc.errno or 0, str(exc)) from None
+
+
+def netns_inode(name: str) -> int | None:
+    try:
+        return os.stat(NETNS_DIR / name).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def netns_pids(name: str) -> list[int]:
+    """Processes whose network namespace is `name` (what `ip netns pids` prints)."""
+    ino = netns_inode(name)
+    if ino is None:
+        return []
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry.name}/ns/net").st_ino == ino:
+                pids.append(int(entry.name))
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return pids
+
+
+@contextmanager
+def inside_netns(name: str) -> Iterator[None]:
+    """Run the body with this process's network namespace switched to `name`."""
+    netns.pushns(name)
+    try:
+        yield
+    finally:
+        netns.popns()
+
+
+def set_sysctls(name: str, values: Mapping[str, str]) -> None:
+    """Write `net.*` sysctls inside the namespace `name` (never the host's)."""
+    with inside_netns(name):
+        for key, value in values.items():
+            path = Path("/proc/sys") / key.replace(".", "/")
+            try:
+                path.write_text(f"{value}\n")
+            except FileNotFoundError:
+                raise MissingCapability(
+                    f"sysctl {key}", f"namespace {name}", "this kernel has no such setting"
+                ) from None
+            except OSError as exc:
+                raise KernelError(f"set sysctl {key}={value} in", name, exc.errno or 0) from None
+
+
+def read_sysctl(name: str, key: str) -> str:
+    with inside_netns(name):
+        return (Path("/proc/sys") / key.replace(".", "/")).read_text().strip()
+
+
+# ---------------------------------------------------------------------------- links and addresses
+
+
+class Netns:
+    """A netlink socket opened inside one namespace, with the few operations testbed needs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        try:
+            self._ipr: Any = IPRoute(netns=name)
+        except OSError as exc:
+            raise KernelError("open netlink in namespace", name, exc.errno or 0) from None
+
+    def close(self) -> None:
+        self._ipr.close()
+
+    def __enter__(self) -> Netns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def index(self, ifname: str) -> int:
+        found = self._ipr.link_lookup(ifname=ifname)
+        if not found:
+            raise KernelError("find interface", f"{ifname} in {self.name}", errno.ENODEV)
+        return int(found[0])
+
+    def has_link(self, ifname: str) -> bool:
+        return bool(self._ipr.link_lookup(ifname=ifname))
+
+    def add_veth(
+        self,
+        ifname: str,
+        peer_netns: str,
+        peer_ifname: str,
+        mtu: int,
+        ifindex: int = 0,
+        peer_ifindex: int = 0,
+    ) -> None:
+        """A veth pair with the peer created directly in `peer_netns` (never in the host's).
+
+        Distinct ifindexes on the two ends matter: linkwatch handles a carrier change at once
+        only when a device's ifindex differs from its peer's, else it may defer it by 1 s.
+        """
+        fd = os.open(NETNS_DIR / peer_netns, os.O_RDONLY)
+        kw: dict[str, Any] = {"ifname": ifname, "kind": "veth", "mtu": mtu}
+        peer: dict[str, Any] = {"ifname": peer_ifname, "net_ns_fd": fd, "mtu": mtu}
+        if ifindex:
+            kw["index"] = ifindex
+        if peer_ifindex:
+            peer["index"] = peer_ifindex
+        try:
+            self._ipr.link("add", peer=peer, **kw)
+        except NetlinkError as exc:
+            if exc.code == errno.EOPNOTSUPP:
+                raise MissingCapability("veth", "links between namespaces") from None
+            raise _kernel_error("create veth", f"{self.name}/{ifname}", exc) from None
+        finally:
+            os.close(fd)
+
+    def delete_link(self, ifname: str) -> None:
+        found = self._ipr.link_lookup(ifname=ifname)
+        if not found:
+            return
+        try:
+            self._ipr.link("del", index=found[0])
+        except NetlinkError as exc:
+            if exc.code != errno.ENODEV:
+                raise _kernel_error("delete link", f"{self.name}/{ifname}", exc) from None
+
+    def set_up(self, ifname: str, mtu: int | None = None) -> None:
+        kw: dict[str, Any] = {"state": "up"}
+        if mtu is not None:
+            kw["mtu"] = mtu
+        try:
+            self._ipr.link("set", index=self.index(ifname), **kw)
+        except NetlinkError as exc:
+            raise _kernel_error("bring up", f"{self.name}/{ifname}", exc) from None
+
+    def add_address(self, ifname: str, cidr: str) -> None:
+        addr, plen = cidr.split("/")
+        kw: dict[str, Any] = {"address": addr, "prefixlen": int(plen)}
+        if ":" in addr:
+            kw["flags"] = 0x80  # IFA_F_NODAD: usable at once, no duplicate address detection
+        try:
+            self._ipr.addr("add", index=self.index(ifname), **kw)
+        except NetlinkError as exc:
+            raise _kernel_error("add address", f"{cidr} to {self.name}/{ifname}", exc) from None
+
+    def add_route(self, dst: str, via: str, dev: str | None = None) -> None:
+        kw: dict[str, Any] = {"dst": dst, "gateway": via}
+        if dev is not None:
+            kw["oif"] = self.index(dev)
+        try:
+            self._ipr.route("add", **kw)
+        except NetlinkError as exc:
+            if exc.code == errno.EEXIST:
+                return
+            raise _kernel_error("add route", f"{dst} via {via} in {self.name}", exc) from None
+
+    def addresses(self) -> list[dict[str, Any]]:
+        out = []
+        for msg in self._ipr.get_addr():
+            out.append(
+                {
+                    "index": msg["index"],
+                    "family": 4 if msg["family"] == 2 else 6,
+                    "address": msg.get_attr("IFA_ADDRESS"),
+                    "prefixlen": msg["prefixlen"],
+                    "flags": msg.get_attr("IFA_FLAGS") or msg["flags"],
+                }
+            )
+        return out
+
+    def not_ready(self, ipv6: bool) -> list[str]:
+        """Interfaces not yet usable: carrier not up, or (IPv6) no link-local address yet.
+
+        Carrier changes reach the IP stacks through linkwatch, which may defer them by up to
+        a second; until then IPv6 on that interface drops neighbour discovery.
+        """
+        links = {m["index"]: m for m in self._ipr.get_links()}
+        lladdr: set[int] = set()
+        if ipv6:
+            for msg in self._ipr.get_addr(family=10):
+                flags = msg.get_attr("IFA_FLAGS") or msg["flags"]
+                addr = str(msg.get_attr("IFA_ADDRESS") or "")
+                if addr.startswith("fe80:") and not flags_tentative(int(flags)):
+                    lladdr.add(int(msg["index"]))
+        waiting = []
+        for idx, m in links.items():
+            name = str(m.get_attr("IFLA_IFNAME"))
+            if name == "lo":
+                continue
+            if m.get_attr("IFLA_OPERSTATE") != "UP" or (ipv6 and idx not in lladdr):
+                waiting.append(name)
+        return waiting
+
+    def links(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "index": m["index"],
+                "ifname": m.get_attr("IFLA_IFNAME"),
+                "mtu": m.get_attr("IFLA_MTU"),
+                "kind": _link_kind(m),
+            }
+            for m in self._ipr.get_links()
+        ]
+
+
+def _link_kind(msg: Any) -> str | None:
+    info = msg.get_attr("IFLA_LINKINFO")
+    if info is None:
+        return None
+    kind = info.get_attr("IFLA_INFO_KIND")
+    return str(kind) if kind is not None else None
+
+
+# ---------------------------------------------------------------------------- qdiscs
+# pyroute2's tbf request does not carry the rate's `overhead` and `mpu`, which Ethernet
+# framing needs, so qdiscs are set with tc's own netlink client: argv, never a shell string.
+
+
+def tc_argv(name: str, args: Sequence[str]) -> list[str]:
+    return ["tc", "-n", name, *args]
+
+
+def qdisc_show_argv(name: str) -> list[str]:
+    return ["tc", "-n", name, "-j", "-d", "qdisc", "show"]
+
+
+def flags_tentative(flags: int) -> bool:
+    return bool(flags & 0x40)  # IFA_F_TENTATIVE

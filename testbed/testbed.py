@@ -1,0 +1,429 @@
+"""The Testbed lifecycle: apply a plan, record an undo for everything, remove it all on exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType, TracebackType
+from typing import Any
+
+from testbed import capabilities, netlink, processes, state
+from testbed.errors import KernelError, TestbedError, UsageError
+from testbed.plan import (
+    AddAddress,
+    AddRoute,
+    AddVeth,
+    CreateNamespace,
+    LinkUp,
+    OffloadOff,
+    Plan,
+    SetQdisc,
+    SetSysctls,
+    compile_plan,
+)
+from testbed.topology import Topology
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; raised so that every undo runs before the process exits."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class TeardownError(TestbedError):
+    """Some undo steps failed; lists each."""
+
+
+def _raise_nofile_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+class Testbed:
+    """A topology built in namespaces `tb-<run>-<node>`; a context manager that undoes itself.
+
+    With keep=True (what `testbed up` uses) a successful build is left in place and marked
+    "up" in the run registry; `testbed down` removes it later.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        name: str | None = None,
+        *,
+        keep: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.name = state.check_run_name(name) if name else None
+        self.keep = keep
+        self.plan: Plan | None = None
+        self.record: state.RunRecord | None = None
+        self._journal: list[tuple[str, Any]] = []
+        self._handles: dict[str, netlink.Netns] = {}
+        self._old_handlers: dict[int, Any] = {}
+        self._progress = progress
+        self.build_seconds = 0.0
+        # Libraries fork (pyroute2 opens netns sockets from a child): only the process that
+        # built the testbed may ever tear it down.
+        self._owner_pid = os.getpid()
+
+    # ------------------------------------------------------------------ context manager
+
+    def __enter__(self) -> Testbed:
+        self._owner_pid = os.getpid()
+        self._install_signal_handlers()
+        try:
+            self.build()
+        except BaseException as exc:
+            if os.getpid() != self._owner_pid:
+                raise
+            try:
+                self.teardown()
+            except TestbedError as cleanup:
+                exc.add_note(f"while cleaning up after it: {cleanup}")
+            finally:
+                self._restore_signal_handlers()
+            raise
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if os.getpid() != self._owner_pid:
+            return
+        try:
+            if self.keep and et is None:
+                assert self.record is not None
+                self.record.state = "up"
+                self.record.pid = 0
+                self.record.save()
+                self._journal.clear()
+                self._close_handles()
+            else:
+                self.teardown()
+        finally:
+            self._restore_signal_handlers()
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        owner = self._owner_pid
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            if os.getpid() != owner:  # a forked child (pyroute2's netns helper): die as asked
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+                return
+            raise Interrupted(signum)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old_handlers[sig] = signal.signal(sig, handler)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        self._old_handlers.clear()
+
+    # ------------------------------------------------------------------ build
+
+    def _say(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress(text)
+
+    def build(self) -> None:
+        start = time.monotonic()
+        topo = self.topology
+        needs_probe = any(not lk.shape.is_plain for lk in topo.links)
+        netem = capabilities.has("netem") if needs_probe else False
+        name = self.name or state.new_run_name()
+        plan = compile_plan(topo, name, netem_available=netem)  # pure: fails before creating
+        if state.load(name) is not None:
+            raise UsageError(
+                f"a run named {name!r} exists already",
+                hint=f"remove it with `testbed down {name}` or pick another --name",
+            )
+        clash = [ns for ns in plan.namespaces.values() if netlink.netns_exists(ns)]
+        if clash:
+            raise UsageError(
+                f"namespace {clash[0]} exists already",
+                hint="`testbed clean` removes what crashed runs left behind",
+            )
+        self.name = name
+        self.plan = plan
+        self.record = state.RunRecord(
+            name=name,
+            pid=os.getpid(),
+            state="building",
+            namespaces=dict(plan.namespaces),
+            source=topo.source,
+            params=topo.param_dict,
+            interfaces=[
+                {
+                    "node": i.node,
+                    "ns": plan.namespaces[i.node],
+                    "ifname": i.name,
+                    "peer": i.peer_node,
+                    "addresses": list(i.addresses),
+                }
+                for i in plan.addresses.interfaces
+            ],
+        )
+        self.record.save()  # written before anything exists, so `testbed clean` can find it
+        self._journal.append(("record", self.record))
+        _raise_nofile_limit()
+        self._say(f"building {topo.name} as run {name}: {len(plan.actions)} actions")
+        try:
+            for action in plan.actions:
+                self._apply(action)
+            self._wait_ready()
+        finally:
+            self._close_handles()
+        if topo.mechanism:
+            from testbed.mechanisms import apply_mechanism
+
+            apply_mechanism(self)
+        self.record.state = "active"
+        self.record.save()
+        self.build_seconds = time.monotonic() - start
+
+    def _wait_ready(self, deadline_s: float = 10.0) -> None:
+        """Poll until every interface is up and IPv6 on it is ready (not a fixed sleep)."""
+        plan = self._plan()
+        pending = {
+            plan.namespaces[n.name]: 6 in n.families
+            for n in self.topology.nodes
+            if self.topology.links_of(n.name)
+        }
+        deadline = time.monotonic() + deadline_s
+        waiting: dict[str, list[str]] = {}
+        while pending:
+            waiting = {}
+            for ns, v6 in pending.items():
+                names = self._handle(ns).not_ready(v6)
+                if names:
+                    waiting[ns] = names
+            pending = {ns: pending[ns] for ns in waiting}
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                where = "; ".join(f"{ns}: {', '.join(v)}" for ns, v in waiting.items())
+                raise KernelError("bring up interfaces (carrier and IPv6 link-local)", where, 110)
+            time.sleep(0.02)
+
+    def _handle(self, ns: str) -> netlink.Netns:
+        h = self._handles.get(ns)
+        if h is None:
+            h = netlink.Netns(ns)
+            self._handles[ns] = h
+        return h
+
+    def _close_handles(self) -> None:
+        for h in self._handles.values():
+            h.close()
+        self._handles.clear()
+
+    def _apply(self, action: Any) -> None:
+        if isinstance(action, CreateNamespace):
+            netlink.create_netns(action.ns)
+            self._journal.append(("netns", action.ns))
+        elif isinstance(action, SetSysctls):
+            netlink.set_sysctls(action.ns, dict(action.values))
+        elif isinstance(action, AddVeth):
+            self._handle(action.ns_a).add_veth(
+                action.if_a, action.ns_b, action.if_b, action.mtu, action.index_a, action.index_b
+            )
+            self._journal.append(("link", (action.ns_a, action.if_a)))
+        elif isinstance(action, AddAddress):
+            self._handle(action.ns).add_address(action.ifname, action.cidr)
+        elif isinstance(action, LinkUp):
+            self._handle(action.ns).set_up(action.ifname)
+        elif isinstance(action, AddRoute):
+            self._handle(action.ns).add_route(action.dst, action.via, action.dev)
+        elif isinstance(action, OffloadOff):
+            processes.run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    action.ns,
+                    "ethtool",
+                    "-K",
+                    action.ifname,
+                    "tso",
+                    "off",
+                    "gso",
+                    "off",
+                    "gro",
+                    "off",
+                ],
+                where=f"namespace {action.ns}",
+            )
+        elif isinstance(action, SetQdisc):
+            processes.run(
+                netlink.tc_argv(action.ns, action.qdisc.argv(action.ifname)),
+                where=f"namespace {action.ns}",
+            )
+            self._journal.append(("qdisc", (action.ns, action.ifname)))
+        else:  # pragma: no cover - the plan has no other actions
+            raise TypeError(f"unknown action {action!r}")
+
+    # ------------------------------------------------------------------ teardown
+
+    def add_cleanup(self, fn: Callable[[], object], what: str = "cleanup") -> None:
+        """Push an extra undo; it runs in reverse order with the others."""
+        self._journal.append(("callback", (what, fn)))
+
+    def teardown(self) -> None:
+        """Undo everything in reverse order, each step guarded; report the ones that failed."""
+        if not self._journal or os.getpid() != self._owner_pid:
+            return
+        mask = {signal.SIGINT, signal.SIGTERM}
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+        failures: list[str] = []
+        try:
+            while self._journal:
+                kind, obj = self._journal.pop()
+                try:
+                    self._undo(kind, obj)
+                except Exception as exc:
+                    failures.append(f"{kind} {obj!r}: {exc}")
+            self._close_handles()
+        finally:
+            if main:
+                while signal.sigtimedwait(mask, 0) is not None:
+                    pass  # a second Ctrl-C while cleaning up: already being handled
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, mask)
+        if failures:
+            raise TeardownError(
+                "some cleanup steps failed:\n  " + "\n  ".join(failures),
+                hint="`testbed clean` retries; report this as a bug",
+            )
+
+    def _undo(self, kind: str, obj: Any) -> None:
+        if kind == "process":
+            obj.stop()
+        elif kind == "callback":
+            obj[1]()
+        elif kind == "qdisc":
+            ns, ifname = obj
+            if netlink.netns_exists(ns):
+                processes.run(
+                    netlink.tc_argv(ns, ["qdisc", "del", "dev", ifname, "root"]), check=False
+                )
+        elif kind == "link":
+            ns, ifname = obj
+            if netlink.netns_exists(ns):
+                self._handle(ns).delete_link(ifname)
+        elif kind == "netns":
+            h = self._handles.pop(obj, None)
+            if h is not None:
+                h.close()
+            remove_namespace(obj)
+        elif kind == "record":
+            obj.remove()
+
+    # ------------------------------------------------------------------ use
+
+    def _plan(self) -> Plan:
+        if self.plan is None:
+            raise UsageError("the testbed is not built")
+        return self.plan
+
+    def netns(self, node: str) -> str:
+        try:
+            return self._plan().namespaces[node]
+        except KeyError:
+            raise UsageError(
+                f"no node {node!r} in {self.topology.name}",
+                hint="nodes: " + ", ".join(self.topology.node_names),
+            ) from None
+
+    def address(self, node: str, family: int, peer: str | None = None) -> str:
+        self.netns(node)
+        try:
+            return self._plan().addresses.address(node, family, peer)
+        except KeyError as exc:
+            raise UsageError(str(exc.args[0])) from None
+
+    def interfaces(self, node: str) -> list[Any]:
+        return self._plan().addresses.of(node)
+
+    def run(
+        self,
+        node: str,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return processes.run(
+            processes.ns_argv(self.netns(node), argv),
+            check=check,
+            timeout=timeout,
+            where=f"node {node}",
+            input=input,
+        )
+
+    def popen(
+        self, node: str, argv: Sequence[str], *, name: str = "", **popen_kw: Any
+    ) -> processes.ManagedProcess:
+        """Start a background process in `node`; it is stopped when the Testbed exits."""
+        proc = processes.ManagedProcess(
+            processes.ns_argv(self.netns(node), argv), name=name or argv[0], **popen_kw
+        )
+        self._journal.append(("process", proc))
+        return proc
+
+    def qdiscs(self) -> list[dict[str, Any]]:
+        """The qdiscs in force on every node (tc's JSON, plus the node name)."""
+        out: list[dict[str, Any]] = []
+        for node, ns in self._plan().namespaces.items():
+            proc = processes.run(netlink.qdisc_show_argv(ns), check=False)
+            try:
+                items = json.loads(proc.stdout or "[]")
+            except json.JSONDecodeError:
+                items = []
+            for q in items:
+                if q.get("dev") == "lo" or q.get("kind") == "noqueue":
+                    continue
+                q["node"] = node
+                out.append(q)
+        return out
+
+
+def remove_namespace(ns: str) -> None:
+    """Kill what runs in `ns`, remove it, and confirm it is gone."""
+    processes.kill_netns_processes(ns)
+    netlink.remove_netns(ns)
+    if netlink.netns_exists(ns):
+        raise KernelError("remove namespace", ns, 16)
+
+
+def remove_run(record: state.RunRecord) -> list[str]:
+    """Remove every namespace (and its processes) of a recorded run, then its record."""
+    removed = []
+    for ns in record.namespaces.values():
+        if netlink.netns_exists(ns):
+            remove_namespace(ns)
+            removed.append(ns)
+    record.remove()
+    return removed
+
+
+def progress_to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,723 @@
+"""Topology files: TOML with parameters becomes frozen, validated dataclasses (no root needed)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.errors import SpecError
+
+RATE_PRESETS: dict[str, float | None] = {
+    "ethernet": 10e6,
+    "fastethernet": 100e6,
+    "gigabit": 1000e6,
+    "unlimited": None,
+}
+ROLES = ("host", "router")
+STACKS = ("ipv4", "ipv6", "dual")
+MTU_MIN_V4 = 68
+MTU_MIN_V6 = 1280
+MTU_MAX = 65535
+NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,14}$")
+PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "params",
+    "defaults",
+    "addressing",
+    "nodes",
+    "links",
+    "chains",
+    "routes",
+    "mechanism",
+}
+_NODE_KEYS = {"role", "stack", "description"}
+_LINK_KEYS = {
+    "endpoints",
+    "rate",
+    "mtu",
+    "delay",
+    "jitter",
+    "loss",
+    "ipv4",
+    "ipv6",
+    "addresses",
+    "shaping",
+}
+_DEFAULT_KEYS = {"rate", "mtu", "delay", "jitter", "loss", "stack", "shaping"}
+_CHAIN_KEYS = {"from", "to", "routers", "prefix", "stack"}
+_ROUTE_KEYS = {"node", "to", "via"}
+_ADDRESSING_KEYS = {"ipv4", "ipv6", "ipv4_prefixlen", "ipv6_prefixlen"}
+SHAPERS = ("auto", "tbf", "netem")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A host or router; `stack` says which IP versions it runs."""
+
+    name: str
+    role: str = "host"
+    stack: str = "dual"
+
+    @property
+    def families(self) -> tuple[int, ...]:
+        return {"ipv4": (4,), "ipv6": (6,), "dual": (4, 6)}[self.stack]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a link is shaped in both directions: rate on the wire, delay, jitter and loss."""
+
+    rate_bps: float | None = None
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss_pct: float = 0.0
+    shaper: str = "auto"
+
+    @property
+    def is_plain(self) -> bool:
+        return self.rate_bps is None and not self.needs_netem
+
+    @property
+    def needs_netem(self) -> bool:
+        return self.delay_s > 0 or self.jitter_s > 0 or self.loss_pct > 0 or self.shaper == "netem"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A point-to-point link (a veth pair) between two nodes."""
+
+    index: int
+    a: str
+    b: str
+    mtu: int = 1500
+    shape: Shape = field(default_factory=Shape)
+    subnet4: str | None = None
+    subnet6: str | None = None
+    addresses: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    key: str = ""
+
+    def other(self, node: str) -> str:
+        return self.b if node == self.a else self.a
+
+    def explicit_addresses(self, node: str) -> tuple[str, ...]:
+        for name, addrs in self.addresses:
+            if name == node:
+                return addrs
+        return ()
+
+
+@dataclass(frozen=True)
+class Route:
+    """An explicit static route on one node."""
+
+    node: str
+    to: str
+    via: str
+
+
+@dataclass(frozen=True)
+class Topology:
+    """A whole topology as resolved from a file and its parameters."""
+
+    name: str
+    source: str
+    description: str
+    params: tuple[tuple[str, Any], ...]
+    nodes: tuple[Node, ...]
+    links: tuple[Link, ...]
+    routes: tuple[Route, ...] = ()
+    ipv4_pool: str = "198.18.0.0/15"
+    ipv6_pool: str = "2001:2::/48"
+    ipv4_prefixlen: int = 24
+    ipv6_prefixlen: int = 64
+    mechanism: tuple[tuple[str, Any], ...] = ()
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes)
+
+    @property
+    def param_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def mechanism_dict(self) -> dict[str, Any]:
+        return dict(self.mechanism)
+
+    def links_of(self, node: str) -> list[Link]:
+        return [lk for lk in self.links if node in (lk.a, lk.b)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved topology as plain data (for provenance and `testbed show`)."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "params": dict(self.params),
+            "nodes": [{"name": n.name, "role": n.role, "stack": n.stack} for n in self.nodes],
+            "links": [
+                {
+                    "endpoints": [lk.a, lk.b],
+                    "mtu": lk.mtu,
+                    "rate_bps": lk.shape.rate_bps,
+                    "delay_s": lk.shape.delay_s,
+                    "jitter_s": lk.shape.jitter_s,
+                    "loss_pct": lk.shape.loss_pct,
+                    "shaper": lk.shape.shaper,
+                }
+                for lk in self.links
+            ],
+            "routes": [{"node": r.node, "to": r.to, "via": r.via} for r in self.routes],
+            "mechanism": dict(self.mechanism),
+        }
+
+
+# ---------------------------------------------------------------------------- parsing helpers
+
+
+def parse_rate(value: Any, file: str, key: str) -> float | None:
+    """A rate: a preset name, a number in Mbit/s, or a string like '10mbit'; returns bit/s."""
+    allowed = (
+        "a preset (" + ", ".join(RATE_PRESETS) + "), a number of Mbit/s > 0, "
+        "or a string like '10mbit', '1.5gbit', '500kbit'"
+    )
+    if isinstance(value, bool):
+        raise SpecError(file, key, f"rate must not be a boolean ({value!r})", allowed)
+    if isinstance(value, int | float):
+        if value <= 0:
+            raise SpecError(file, key, f"rate must be above zero, got {value!r}", allowed)
+        return float(value) * 1e6
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in RATE_PRESETS:
+            return RATE_PRESETS[text]
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)?", text)
+        if m:
+            number = float(m.group(1))
+            unit = m.group(2) or "mbit"
+            mult = {
+                "bit": 1,
+                "bps": 1,
+                "kbit": 1e3,
+                "kbps": 1e3,
+                "mbit": 1e6,
+                "mbps": 1e6,
+                "gbit": 1e9,
+                "gbps": 1e9,
+            }[unit]
+            if number <= 0:
+                raise SpecError(file, key, f"rate must be above zero, got {value!r}", allowed)
+            return number * mult
+    raise SpecError(file, key, f"not a rate: {value!r}", allowed)
+
+
+def parse_duration(value: Any, file: str, key: str) -> float:
+    """A duration: a number of milliseconds or a string like '5ms', '200us', '1s'; returns s."""
+    allowed = "a number of milliseconds >= 0, or a string like '5ms', '250us', '1s'"
+    if isinstance(value, bool):
+        raise SpecError(file, key, f"not a duration: {value!r}", allowed)
+    if isinstance(value, int | float):
+        if value < 0:
+            raise SpecError(file, key, f"duration must not be negative: {value!r}", allowed)
+        return float(value) / 1e3
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|µs|ns)?\s*", value.lower())
+        if m:
+            mult = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}[m.group(2) or "ms"]
+            return float(m.group(1)) * mult
+    raise SpecError(file, key, f"not a duration: {value!r}", allowed)
+
+
+def parse_loss(value: Any, file: str, key: str) -> float:
+    allowed = "a percentage from 0 to 100 (number, or a string like '1%')"
+    if isinstance(value, str) and value.strip().endswith("%"):
+        value = value.strip()[:-1]
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        pct = float(value)
+    except (TypeError, ValueError):
+        raise SpecError(file, key, f"not a loss percentage: {value!r}", allowed) from None
+    if not 0 <= pct <= 100:
+        raise SpecError(file, key, f"loss out of range: {value!r}", allowed)
+    return pct
+
+
+def _check_keys(table: Mapping[str, Any], allowed: set[str], file: str, key: str) -> None:
+    for k in table:
+        if k not in allowed:
+            where = f"{key}.{k}" if key else k
+            raise SpecError(file, where, f"unknown key '{k}'", ", ".join(sorted(allowed)))
+
+
+def _coerce_param(name: str, text: str, default: Any, file: str) -> Any:
+    """Turn a `--set name=text` value into the type of the declared default."""
+    key = f"params.{name}"
+    try:
+        if isinstance(default, bool):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        raise SpecError(
+            file,
+            key,
+            f"--set {name}={text}: not a {type(default).__name__}",
+            f"a {type(default).__name__} like {default!r}",
+        ) from None
+    return text
+
+
+def _substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> Any:
+    """Replace ${param} references; a whole-string reference keeps the parameter's type."""
+    if isinstance(value, str):
+        whole = PARAM_REF.fullmatch(value)
+        if whole:
+            name = whole.group(1)
+            if name not in params:
+                raise SpecError(
+                    file,
+                    key,
+                    f"unknown parameter '${{{name}}}'",
+                    ", ".join(sorted(params)) or "no parameters are declared",
+                )
+            return params[name]
+
+        def repl(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in params:
+                raise SpecError(
+                    file,
+                    key,
+                    f"unknown parameter '${{{name}}}'",
+                    ", ".join(sorted(params)) or "no parameters are declared",
+                )
+            return str(params[name])
+
+        return PARAM_REF.sub(repl, value)
+    if isinstance(value, list):
+        return [_substitute(v, params, file, f"{key}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {
+            k: _substitute(v, params, file, f"{key}.{k}" if key else k) for k, v in value.items()
+        }
+    return value
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def load_topology(path: str | Path, overrides: Mapping[str, str] | None = None) -> Topology:
+    """Read, parameterise and validate a topology file. Raises SpecError; creates nothing."""
+    p = Path(path)
+    file = str(path)
+    try:
+        raw = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise SpecError(
+            file, "", "no such topology file", "a path such as topologies/chain.toml"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(file, "", f"not valid TOML: {exc}", "TOML syntax") from None
+    return topology_from_dict(raw, file=file, overrides=overrides or {}, default_name=p.stem)
+
+
+def topology_from_dict(
+    raw: Mapping[str, Any],
+    *,
+    file: str = "<topology>",
+    overrides: Mapping[str, str] | None = None,
+    default_name: str = "topology",
+) -> Topology:
+    """Validate an already-parsed topology table (the body of a topology file)."""
+    overrides = overrides or {}
+    _check_keys(raw, _TOP_KEYS, file, "")
+
+    declared = raw.get("params", {})
+    if not isinstance(declared, dict):
+        raise SpecError(file, "params", "must be a table", "name = default value pairs")
+    params: dict[str, Any] = dict(declared)
+    for name, text in overrides.items():
+        if name not in declared:
+            raise SpecError(
+                file,
+                f"params.{name}",
+                f"--set {name}: no such parameter",
+                ", ".join(sorted(declared)) or "this file declares no parameters",
+            )
+        params[name] = _coerce_param(name, text, declared[name], file)
+
+    body = {k: v for k, v in raw.items() if k != "params"}
+    body = _substitute(body, params, file, "")
+
+    name = body.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise SpecError(file, "name", "must be a non-empty string", "a name like 'chain'")
+    description = str(body.get("description", ""))
+
+    defaults = body.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise SpecError(file, "defaults", "must be a table", ", ".join(sorted(_DEFAULT_KEYS)))
+    _check_keys(defaults, _DEFAULT_KEYS, file, "defaults")
+
+    nodes = _load_nodes(body.get("nodes", {}), defaults, file)
+    node_names = {n.name for n in nodes}
+    links_raw = body.get("links", [])
+    if not isinstance(links_raw, list):
+        raise SpecError(file, "links", "must be an array of tables ([[links]])", "[[links]]")
+    link_specs: list[tuple[str, dict[str, Any]]] = [
+        (f"links[{i}]", lk) for i, lk in enumerate(links_raw)
+    ]
+
+    chains = body.get("chains", [])
+    if not isinstance(chains, list):
+        raise SpecError(file, "chains", "must be an array of tables ([[chains]])", "[[chains]]")
+    for ci, chain in enumerate(chains):
+        key = f"chains[{ci}]"
+        if not isinstance(chain, dict):
+            raise SpecError(file, key, "must be a table", ", ".join(sorted(_CHAIN_KEYS)))
+        _check_keys(chain, _CHAIN_KEYS, file, key)
+        new_nodes, new_links = _expand_chain(chain, node_names, defaults, file, key)
+        for n in new_nodes:
+            nodes.append(n)
+            node_names.add(n.name)
+        link_specs.extend(new_links)
+
+    links = [
+        _load_link(i, spec, key, node_names, {n.name: n for n in nodes}, defaults, file)
+        for i, (key, spec) in enumerate(link_specs)
+    ]
+    _check_link_uniqueness(links, file)
+
+    addressing = body.get("addressing", {})
+    if not isinstance(addressing, dict):
+        raise SpecError(file, "addressing", "must be a table", ", ".join(sorted(_ADDRESSING_KEYS)))
+    _check_keys(addressing, _ADDRESSING_KEYS, file, "addressing")
+    pool4 = _network(addressing.get("ipv4", "198.18.0.0/15"), 4, file, "addressing.ipv4")
+    pool6 = _network(addressing.get("ipv6", "2001:2::/48"), 6, file, "addressing.ipv6")
+    plen4 = addressing.get("ipv4_prefixlen", 24)
+    plen6 = addressing.get("ipv6_prefixlen", 64)
+    if not isinstance(plen4, int) or not pool4.prefixlen <= plen4 <= 30:
+        raise SpecError(
+            file,
+            "addressing.ipv4_prefixlen",
+            f"bad prefix length {plen4!r}",
+            f"an integer from {pool4.prefixlen} to 30",
+        )
+    if not isinstance(plen6, int) or not pool6.prefixlen <= plen6 <= 126:
+        raise SpecError(
+            file,
+            "addressing.ipv6_prefixlen",
+            f"bad prefix length {plen6!r}",
+            f"an integer from {pool6.prefixlen} to 126",
+        )
+
+    routes = _load_routes(body.get("routes", []), node_names, file)
+    mechanism = body.get("mechanism", {})
+    if not isinstance(mechanism, dict):
+        raise SpecError(file, "mechanism", "must be a table", "see docs/topologies.md")
+
+    topo = Topology(
+        name=name,
+        source=file,
+        description=description,
+        params=tuple(sorted(params.items())),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        routes=tuple(routes),
+        ipv4_pool=str(pool4),
+        ipv6_pool=str(pool6),
+        ipv4_prefixlen=plen4,
+        ipv6_prefixlen=plen6,
+        mechanism=tuple(sorted(mechanism.items())),
+    )
+    if not topo.nodes:
+        raise SpecError(file, "nodes", "a topology needs at least one node", "[nodes.NAME] tables")
+    return topo
+
+
+def _load_nodes(raw: Any, defaults: Mapping[str, Any], file: str) -> list[Node]:
+    if not isinstance(raw, dict):
+        raise SpecError(file, "nodes", "must be a table of [nodes.NAME] tables", "[nodes.h1]")
+    nodes = []
+    for name, spec in raw.items():
+        key = f"nodes.{name}"
+        _check_node_name(name, file, key)
+        if not isinstance(spec, dict):
+            raise SpecError(file, key, "must be a table", ", ".join(sorted(_NODE_KEYS)))
+        _check_keys(spec, _NODE_KEYS, file, key)
+        role = spec.get("role", "host")
+        if role not in ROLES:
+            raise SpecError(file, f"{key}.role", f"unknown role {role!r}", ", ".join(ROLES))
+        stack = spec.get("stack", defaults.get("stack", "dual"))
+        if stack not in STACKS:
+            raise SpecError(file, f"{key}.stack", f"unknown stack {stack!r}", ", ".join(STACKS))
+        nodes.append(Node(name=name, role=role, stack=stack))
+    return nodes
+
+
+def _check_node_name(name: str, file: str, key: str) -> None:
+    if not NODE_NAME.fullmatch(name):
+        raise SpecError(
+            file,
+            key,
+            f"bad node name {name!r}",
+            "1-15 characters: a lower-case letter, then letters or digits",
+        )
+
+
+def _expand_chain(
+    chain: Mapping[str, Any], names: set[str], defaults: Mapping[str, Any], file: str, key: str
+) -> tuple[list[Node], list[tuple[str, dict[str, Any]]]]:
+    """A chain `from` — r1 — ... — rN — `to`, with N routers named prefix1..prefixN."""
+    for end in ("from", "to"):
+        if end not in chain:
+            raise SpecError(file, f"{key}.{end}", "missing", "the name of a declared node")
+        if chain[end] not in names:
+            raise SpecError(
+                file, f"{key}.{end}", f"unknown node {chain[end]!r}", ", ".join(sorted(names))
+            )
+    count = chain.get("routers", 1)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 250:
+        raise SpecError(
+            file, f"{key}.routers", f"bad router count {count!r}", "an integer from 0 to 250"
+        )
+    prefix = chain.get("prefix", "r")
+    stack = chain.get("stack", defaults.get("stack", "dual"))
+    if stack not in STACKS:
+        raise SpecError(file, f"{key}.stack", f"unknown stack {stack!r}", ", ".join(STACKS))
+    new_nodes = []
+    for i in range(1, count + 1):
+        name = f"{prefix}{i}"
+        _check_node_name(name, file, f"{key}.prefix")
+        if name in names:
+            raise SpecError(
+                file,
+                f"{key}.prefix",
+                f"router name {name!r} is already a node",
+                "a prefix whose names are free",
+            )
+        new_nodes.append(Node(name=name, role="router", stack=stack))
+    path = [chain["from"], *(n.name for n in new_nodes), chain["to"]]
+    links = [
+        (f"{key} (link {path[i]}-{path[i + 1]})", {"endpoints": [path[i], path[i + 1]]})
+        for i in range(len(path) - 1)
+    ]
+    return new_nodes, links
+
+
+def _load_link(
+    index: int,
+    spec: Any,
+    key: str,
+    names: set[str],
+    nodes: Mapping[str, Node],
+    defaults: Mapping[str, Any],
+    file: str,
+) -> Link:
+    if not isinstance(spec, dict):
+        raise SpecError(file, key, "must be a table", ", ".join(sorted(_LINK_KEYS)))
+    _check_keys(spec, _LINK_KEYS, file, key)
+    ends = spec.get("endpoints")
+    if not isinstance(ends, list) or len(ends) != 2 or not all(isinstance(e, str) for e in ends):
+        raise SpecError(
+            file,
+            f"{key}.endpoints",
+            f"bad endpoints {ends!r}",
+            'a list of two node names, e.g. ["h1", "r1"]',
+        )
+    a, b = ends
+    for e in (a, b):
+        if e not in names:
+            raise SpecError(
+                file, f"{key}.endpoints", f"unknown node {e!r}", ", ".join(sorted(names))
+            )
+    if a == b:
+        raise SpecError(
+            file, f"{key}.endpoints", f"a link from {a!r} to itself", "two different nodes"
+        )
+    merged = {**{k: v for k, v in defaults.items() if k != "stack"}, **spec}
+    rate = parse_rate(merged["rate"], file, f"{key}.rate") if "rate" in merged else None
+    delay = parse_duration(merged.get("delay", 0), file, f"{key}.delay")
+    jitter = parse_duration(merged.get("jitter", 0), file, f"{key}.jitter")
+    loss = parse_loss(merged.get("loss", 0), file, f"{key}.loss")
+    shaper = merged.get("shaping", "auto")
+    if shaper not in SHAPERS:
+        raise SpecError(file, f"{key}.shaping", f"unknown shaper {shaper!r}", ", ".join(SHAPERS))
+    mtu = merged.get("mtu", 1500)
+    carries_v6 = 6 in nodes[a].families and 6 in nodes[b].families
+    low = MTU_MIN_V6 if carries_v6 else MTU_MIN_V4
+    if isinstance(mtu, bool) or not isinstance(mtu, int) or not low <= mtu <= MTU_MAX:
+        why = " (the link carries IPv6, which needs at least 1280)" if carries_v6 else ""
+        raise SpecError(
+            file,
+            f"{key}.mtu",
+            f"impossible MTU {mtu!r}{why}",
+            f"an integer from {low} to {MTU_MAX}",
+        )
+    subnet4 = spec.get("ipv4")
+    subnet6 = spec.get("ipv6")
+    if subnet4 is not None:
+        subnet4 = str(_network(subnet4, 4, file, f"{key}.ipv4"))
+    if subnet6 is not None:
+        subnet6 = str(_network(subnet6, 6, file, f"{key}.ipv6"))
+    addrs_raw = spec.get("addresses", {})
+    if not isinstance(addrs_raw, dict):
+        raise SpecError(
+            file,
+            f"{key}.addresses",
+            "must be a table",
+            '{ h1 = ["198.18.0.1/24", "2001:2::1/64"] }',
+        )
+    addresses = []
+    for node, lst in addrs_raw.items():
+        akey = f"{key}.addresses.{node}"
+        if node not in (a, b):
+            raise SpecError(file, akey, f"{node!r} is not an endpoint of this link", f"{a}, {b}")
+        if isinstance(lst, str):
+            lst = [lst]
+        if not isinstance(lst, list):
+            raise SpecError(
+                file,
+                akey,
+                "must be a list of addresses with prefix length",
+                '["198.18.0.1/24", "2001:2::1/64"]',
+            )
+        checked = []
+        for j, text in enumerate(lst):
+            iface = _interface(text, file, f"{akey}[{j}]")
+            fam = iface.version
+            if fam not in nodes[node].families:
+                raise SpecError(
+                    file,
+                    f"{akey}[{j}]",
+                    f"IPv{fam} address on {node}, whose stack is {nodes[node].stack}",
+                    "addresses of the node's IP versions",
+                )
+            checked.append(str(iface))
+        addresses.append((node, tuple(checked)))
+    return Link(
+        index=index,
+        a=a,
+        b=b,
+        mtu=mtu,
+        shape=Shape(rate_bps=rate, delay_s=delay, jitter_s=jitter, loss_pct=loss, shaper=shaper),
+        subnet4=subnet4,
+        subnet6=subnet6,
+        addresses=tuple(addresses),
+        key=key,
+    )
+
+
+def _check_link_uniqueness(links: list[Link], file: str) -> None:
+    seen: dict[frozenset[str], str] = {}
+    for lk in links:
+        pair = frozenset((lk.a, lk.b))
+        if pair in seen:
+            raise SpecError(
+                file,
+                lk.key,
+                f"a second link between {lk.a} and {lk.b} (first at {seen[pair]})",
+                "one link per pair of nodes",
+            )
+        seen[pair] = lk.key
+
+
+def _network(text: Any, version: int, file: str, key: str) -> Any:
+    try:
+        net = ipaddress.ip_network(str(text), strict=True)
+    except ValueError as exc:
+        raise SpecError(
+            file,
+            key,
+            f"bad IPv{version} network {text!r}: {exc}",
+            "a network like '198.18.0.0/24'" if version == 4 else "a network like '2001:2::/64'",
+        ) from None
+    if net.version != version:
+        raise SpecError(
+            file, key, f"{text!r} is not an IPv{version} network", f"an IPv{version} network"
+        )
+    return net
+
+
+def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+    if not isinstance(text, str) or "/" not in text:
+        raise SpecError(
+            file,
+            key,
+            f"bad address {text!r}",
+            "an address with prefix length, e.g. '198.18.0.1/24' or '2001:2::1/64'",
+        )
+    try:
+        return ipaddress.ip_interface(text)
+    except ValueError as exc:
+        raise SpecError(
+            file,
+            key,
+            f"bad address {text!r}: {exc}",
+            "an address with prefix length, e.g. '198.18.0.1/24'",
+        ) from None
+
+
+def _load_routes(raw: Any, names: set[str], file: str) -> list[Route]:
+    if not isinstance(raw, list):
+        raise SpecError(file, "routes", "must be an array of tables ([[routes]])", "[[routes]]")
+    routes = []
+    for i, spec in enumerate(raw):
+        key = f"routes[{i}]"
+        if not isinstance(spec, dict):
+            raise SpecError(file, key, "must be a table", ", ".join(sorted(_ROUTE_KEYS)))
+        _check_keys(spec, _ROUTE_KEYS, file, key)
+        for k in _ROUTE_KEYS:
+            if k not in spec:
+                raise SpecError(file, f"{key}.{k}", "missing", ", ".join(sorted(_ROUTE_KEYS)))
+        if spec["node"] not in names:
+            raise SpecError(
+                file, f"{key}.node", f"unknown node {spec['node']!r}", ", ".join(sorted(names))
+            )
+        to = spec["to"]
+        if to == "default":
+            to = "0.0.0.0/0" if ":" not in str(spec["via"]) else "::/0"
+        try:
+            dst = ipaddress.ip_network(str(to), strict=True)
+        except ValueError as exc:
+            raise SpecError(
+                file,
+                f"{key}.to",
+                f"bad destination {to!r}: {exc}",
+                "a network like '198.18.5.0/24', or 'default'",
+            ) from None
+        try:
+            via = ipaddress.ip_address(str(spec["via"]))
+        except ValueError as exc:
+            raise SpecError(
+                file, f"{key}.via", f"bad gateway {spec['via']!r}: {exc}", "an address"
+            ) from None
+        if via.version != dst.version:
+            raise SpecError(
+                file,
+                f"{key}.via",
+                "gateway and destination differ in IP version",
+                f"an IPv{dst.version} gateway",
+            )
+        routes.append(Route(node=spec["node"], to=str(dst), via=str(via)))
+    return routes
