@@ -251,7 +251,22 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
     duration = float(p["duration"])
     dst = tb.address(p["server"], ip_v)
 
+    max_late = p.get("max_late_ms")
+    max_late_s = float(max_late) / 1000.0 if max_late is not None else 0.002 * duration + 0.003
+    stall_s = 0.004  # the generator fell this far behind its schedule: its burst may queue
+
     def trial(rate: float) -> rfc2544.TrialOutcome:
+        """Run once; rerun (up to 3 times) a trial that failed only by lateness while the
+        generator itself had stalled, since its catch-up burst, not the device, left a queue."""
+        out = once(rate)
+        for _ in range(3):
+            stalled = out.extra["sender"]["max_lag_s"] > stall_s
+            if out.lost or not stalled or rfc2544.passed(out, 0.0, max_late_s):
+                break
+            out = once(rate)
+        return out
+
+    def once(rate: float) -> rfc2544.TrialOutcome:
         pps = rate / (8.0 * n)
         port = ctx.port()
         out = ctx.scratch / f"recv-{port}.json"
@@ -271,12 +286,18 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
             raise DaemonError("udp receiver", p["server"], "ended without writing its count")
         got = json.loads(out.read_text())
         out.unlink()
-        late = (got["last_ns"] - sent["end_ns"]) / 1e9 if got["last_ns"] else None
+        if got.get("last_kernel_realtime_ns"):  # kernel arrival time: immune to a slow reader
+            late: float | None = (got["last_kernel_realtime_ns"] - sent["end_realtime_ns"]) / 1e9
+        elif got["last_ns"]:
+            late = (got["last_ns"] - sent["end_ns"]) / 1e9
+        else:
+            late = None
         achieved_rate = sent["achieved_pps"] * 8.0 * n
         return rfc2544.TrialOutcome(
             offered=rate, achieved=achieved_rate, sent=int(sent["attempted"]),
             received=int(got["received"]), late_s=late, duration_s=duration,
-            extra={"sender": {k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps")},
+            extra={"sender": {k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps",
+                                                   "max_lag_s")},
                    "receiver_rcvbuf_drops": got["rcvbuf_drops"]},
         )
 
@@ -299,17 +320,17 @@ def run_rfc2544(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured
         else:
             max_rate = 1e9
     trial = udp_trial(tb, p, ctx, ip_v, n, data)
+    max_late = p.get("max_late_ms")
     cpu = sampler(tb, p)
     metrics: dict[str, float] = {"ip_payload": n, "udp_data": data}
     result: dict[str, Any] = {"ip_payload": n, "udp_data": data, "max_rate_bps": max_rate,
                               "rate_unit": "bit/s of IP payload (UDP header + data)"}
     start_rate = max_rate
     if p["test"] in ("throughput", "both"):
-        max_late = p.get("max_late_ms")
         res = rfc2544.throughput_search(
             trial, max_rate=max_rate, resolution=float(p["resolution"]) * max_rate,
             max_late_s=(float(max_late) / 1000.0 if max_late is not None
-                        else 0.0025 * float(p["duration"]) + 0.002),
+                        else 0.002 * float(p["duration"]) + 0.003),
         )
         result["throughput"] = res.to_dict()
         if res.throughput is not None:

@@ -11,10 +11,12 @@ Pure parts: `parse_snmp_udp`, `interarrival_summary`, `histogram`.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import itertools
 import json
 import math
 import socket
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -117,6 +119,22 @@ def _big_buffer(s: socket.socket, opt: int, force: int) -> None:
         s.setsockopt(socket.SOL_SOCKET, opt, BUFFER_BYTES)
 
 
+SIOCGSTAMPNS = 0x8907
+_TIMESPEC = struct.Struct("@qq")
+
+
+def kernel_stamp_ns(s: socket.socket) -> int | None:
+    """Kernel receive time (CLOCK_REALTIME, ns) of the last datagram read from `s`.
+
+    The first call also turns timestamping on for the socket (and may find none yet).
+    """
+    try:
+        sec, nsec = _TIMESPEC.unpack(fcntl.ioctl(s.fileno(), SIOCGSTAMPNS, bytes(_TIMESPEC.size)))
+    except OSError:
+        return None
+    return int(sec) * 1_000_000_000 + int(nsec)
+
+
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
@@ -129,8 +147,14 @@ def _read_counters() -> dict[str, int]:
     return parse_snmp_udp(Path("/proc/net/snmp").read_text(), snmp6)
 
 
-def send(host: str, port: int, size: int, pps: float, duration_s: float) -> dict[str, Any]:
-    """Offer round(pps * duration) datagrams at `pps`, catching up in bursts when behind."""
+def send(host: str, port: int, size: int, pps: float, duration_s: float, max_burst: int = 4
+         ) -> dict[str, Any]:
+    """Offer round(pps * duration) datagrams at `pps`.
+
+    When it falls behind (descheduled, or too slow) it sends at most `max_burst` at once and
+    delays the rest of its schedule: a catch-up burst would queue in a shaper and look like
+    an overloaded device. The delay shows as `achieved_pps` below `offered_pps`.
+    """
     s = socket.socket(_family(host), socket.SOCK_DGRAM)
     _big_buffer(s, socket.SO_SNDBUF, SO_SNDBUFFORCE)
     s.connect((host, port))
@@ -141,6 +165,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float) -> dict
     perf = time.perf_counter
     sleep = time.sleep
     i = eagain = refused = 0
+    max_lag = 0.0
     start_ns = time.perf_counter_ns()
     t0 = perf()
     while i < total:
@@ -151,6 +176,12 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float) -> dict
             if wait > 0.0004:
                 sleep(wait - 0.0002)
             continue
+        lag = now - t0 - i / pps
+        if lag > max_lag:
+            max_lag = lag
+        if due - i > max_burst:  # behind: delay the schedule rather than burst to catch up
+            t0 += (due - i - max_burst) / pps
+            due = i + max_burst
         for _ in range(due - i):
             try:
                 sendf(payload)
@@ -161,6 +192,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float) -> dict
         i = due
     elapsed = perf() - t0
     end_ns = time.perf_counter_ns()
+    end_realtime_ns = time.time_ns()
     s.close()
     # The last datagram is due at (total-1)/pps, so a perfect sender takes that long.
     ideal = (total - 1) / pps if total > 1 else 0.0
@@ -175,8 +207,11 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float) -> dict
         "eagain": eagain,
         "refused": refused,
         "elapsed_s": elapsed,
+        "max_lag_s": max_lag,
+        "max_burst": max_burst,
         "start_ns": start_ns,
         "end_ns": end_ns,
+        "end_realtime_ns": end_realtime_ns,
         "ideal_s": ideal,
         "achieved_pps": min(achieved, pps),
         "note": "attempted = offered; eagain = the socket could not take it (counted as lost)",
@@ -190,6 +225,7 @@ def recv(
     s = socket.socket(_family(host), socket.SOCK_DGRAM)
     _big_buffer(s, socket.SO_RCVBUF, SO_RCVBUFFORCE)
     s.bind((host, port))
+    kernel_stamp_ns(s)  # turn on receive timestamps
     before = _read_counters()
     buf = bytearray(65536)
     count = 0
@@ -214,6 +250,7 @@ def recv(
                 arrivals.append(last)
     except TimeoutError:
         pass
+    last_kernel = kernel_stamp_ns(s) if count else None
     after = _read_counters()
     dropped = rcvbuf_errors(after) - rcvbuf_errors(before)
     doc: dict[str, Any] = {
@@ -225,6 +262,7 @@ def recv(
         "received": count + dropped,
         "first_ns": first,
         "last_ns": last,
+        "last_kernel_realtime_ns": last_kernel,
         "span_s": (last - first) / 1e9,
         "rate_pps": (count - 1) / ((last - first) / 1e9) if last > first else 0.0,
         "note": "received = read by the probe + dropped by a full receive buffer in this "
@@ -248,9 +286,10 @@ def main(argv_: Sequence[str] | None = None) -> int:
     p.add_argument("--idle", type=float, default=0.5)
     p.add_argument("--max-wait", type=float, default=30.0)
     p.add_argument("--timestamps", action="store_true")
+    p.add_argument("--max-burst", type=int, default=4)
     a = p.parse_args(argv_)
     if a.role == "send":
-        doc = send(a.host, a.port, a.size, a.pps, a.duration)
+        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst)
     else:
         doc = recv(a.host, a.port, a.idle, a.max_wait, a.timestamps)
     text = json.dumps(doc) + "\n"
