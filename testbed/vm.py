@@ -382,11 +382,24 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _tee(stream: IO[bytes], sink: IO[bytes], tail: deque[bytes]) -> None:
+def _binary(stream: IO[str]) -> IO[bytes]:
+    """The byte stream under a text stream (pytest's capture may give one without .buffer)."""
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        return buffer  # type: ignore[no-any-return]
+    return os.fdopen(os.dup(stream.fileno()), "wb", buffering=0)
+
+
+def _tee(stream: IO[bytes], sink: IO[bytes], tail: deque[bytes] | None) -> None:
+    """Copy the VM's output line by line as it comes, keeping the last lines for errors."""
     for line in iter(stream.readline, b""):
-        sink.write(line)
-        sink.flush()
-        tail.append(line)
+        try:
+            sink.write(line)
+            sink.flush()
+        except (OSError, ValueError):
+            pass  # our own output closed: keep draining so QEMU never blocks
+        if tail is not None:
+            tail.append(line)
 
 
 def host_db(results: Path | None) -> Path:
@@ -502,29 +515,38 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
     argv = vng_argv(spec, vng)
     tail: deque[bytes] = deque(maxlen=40)
     with _sigterm_raises():
+        # Both streams go through pipes we copy from: QEMU reopens /proc/self/fd/1 with
+        # O_TRUNC, which would truncate a file the caller redirected our output into.
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=None,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             cwd=spec.cwd,
         )
-        assert proc.stderr is not None
-        reader = threading.Thread(
-            target=_tee, args=(proc.stderr, sys.stderr.buffer, tail), daemon=True
-        )
-        reader.start()
+        assert proc.stdout is not None and proc.stderr is not None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        readers = [
+            threading.Thread(target=_tee, args=(proc.stdout, _binary(sys.stdout), None)),
+            threading.Thread(target=_tee, args=(proc.stderr, _binary(sys.stderr), tail)),
+        ]
+        for r in readers:
+            r.daemon = True
+            r.start()
         try:
             rc = proc.wait()
         except (KeyboardInterrupt, _Terminated):
             _kill_group(proc)
-            reader.join(5)
+            for r in readers:
+                r.join(5)
             raise KeyboardInterrupt() from None
         finally:
             if proc.poll() is None:
                 _kill_group(proc)
-        reader.join(5)
+        for r in readers:
+            r.join(5)
         # leftovers in the group (QEMU after vng died) must not outlive us
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
