@@ -1,0 +1,82 @@
+"""Each measurement runner on a real topology in namespaces of the host kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from testbed.measure import runners
+
+pytestmark = pytest.mark.root
+
+
+def measure(tb: Any, kind: str, **params: Any) -> runners.Measured:
+    p = runners.validate_params(kind, params, "test", "m")
+    return runners.KINDS[kind].runner(tb, p, runners.Context())
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")
+@pytest.mark.parametrize("ip", [4, 6])
+def test_pingpong_owd_and_overhead(testbed_net: Any, ip: int) -> None:
+    m = measure(testbed_net, "pingpong", ip=ip, ip_payload=100, count=100)
+    assert m.metrics["lost"] == 0
+    assert m.metrics["owd_min_us"] <= m.metrics["owd_median_us"] <= m.metrics["owd_p999_us"]
+    assert m.metrics["probe_overhead_median_us"] > 0
+    assert m.result["probe"]["owd"]["n"] == 100 and len(m.result["probe"]["rtts_ns"]) == 100
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")
+def test_pingpong_tcp(testbed_net: Any) -> None:
+    m = measure(testbed_net, "pingpong", ip=6, protocol="tcp", size=64, count=50,
+                overhead=False)
+    assert m.metrics["owd_median_us"] > 0 and "probe_overhead_median_us" not in m.metrics
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")
+def test_iperf3_ratio_flows_share_the_rate(testbed_net: Any) -> None:
+    m = measure(testbed_net, "iperf3", protocol="udp", ratio="90/10", rate="20mbit",
+                frame_size=1518, duration=1)
+    v4, v6 = m.metrics["v4_receiver_bps"], m.metrics["v6_receiver_bps"]
+    assert v4 > 5 * v6 > 0
+    assert "cpu_machine_softirq_pct" in m.metrics
+    assert m.result["flows"]["v4"]["length"] == 1472 and m.result["flows"]["v6"]["length"] == 1452
+
+
+@pytest.mark.topology("topologies/p2p.toml")
+def test_iperf3_tcp_bidir(testbed_net: Any) -> None:
+    m = measure(testbed_net, "iperf3", protocol="tcp", direction="bidir", duration=1, ip=6)
+    assert len(m.result["flows"]["v6"]["flows"]) == 2 and m.metrics["receiver_bps"] > 0
+
+
+@pytest.mark.topology("topologies/host-router.toml")
+def test_ping_frame_sizes(testbed_net: Any) -> None:
+    m = measure(testbed_net, "ping", server="r1", ip=6, frame_size=1518, count=5, interval=0.01)
+    assert m.metrics["loss_percent"] == 0 and m.metrics["icmp_data"] == 1452
+    assert m.result["reply_bytes"] == 1452 + 8
+
+
+@pytest.mark.topology("topologies/p2p.toml")
+def test_stackcost(testbed_net: Any) -> None:
+    m = measure(testbed_net, "stackcost", ip=6, count=50)
+    assert m.metrics["connections_per_s"] > 0 and m.metrics["tcp_connect_us"] > 0
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")
+def test_receiver_inter_packet_delay(testbed_net: Any) -> None:
+    m = measure(testbed_net, "receiver", ip=4, rate="10mbit", duration=1)
+    # 1518-byte frames at 10 Mbit/s of IP payload: one every ~1.2 ms
+    assert m.metrics["lost"] == 0
+    assert 800 < m.metrics["ipd_median_us"] < 1600
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="ethernet")
+def test_rfc2544_search_on_a_shaped_link(testbed_net: Any) -> None:
+    from testbed.models import max_throughput_bps
+
+    m = measure(testbed_net, "rfc2544", ip=4, ip_payload=1000, duration=1, resolution=0.01)
+    model = max_throughput_bps(1000, 10e6, 4)
+    assert m.metrics["generator_limited"] == 0
+    # the search is bounded by the model + 2%, and found a zero-loss rate near it
+    assert 0.9 * model < m.metrics["throughput_bps"] <= 1.02 * model
+    assert m.result["throughput"]["limited_by"] in ("device", "max_rate")
