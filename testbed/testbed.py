@@ -56,6 +56,8 @@ class Testbed:
     "up" in the run registry; `testbed down` removes it later.
     """
 
+    __test__ = False  # not a pytest test class
+
     def __init__(
         self,
         topology: Topology,

@@ -137,13 +137,13 @@ def _table(record: state.RunRecord) -> str:
     return "\n".join(lines)
 
 
-def _find_run(name: str | None) -> state.RunRecord:
+def _find_run(name: str | None, states: tuple[str, ...] = ("up", "active")) -> state.RunRecord:
     if name:
         rec = state.load(name)
         if rec is None:
             raise UsageError(f"no run named {name!r}", hint="`testbed show` lists the runs")
         return rec
-    recs = [r for r in state.all_records() if r.state in ("up", "active")]
+    recs = [r for r in state.all_records() if r.state in states]
     if not recs:
         raise UsageError("no run is up", hint="start one: testbed up topologies/p2p.toml")
     if len(recs) > 1:
@@ -199,7 +199,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     _require_root("down")
-    rec = _find_run(args.name)
+    rec = _find_run(args.name, ("up",))
     if rec.state == "active" and rec.owner_alive():
         raise UsageError(
             f"run {rec.name} is held by a running process (pid {rec.pid})",
