@@ -253,15 +253,13 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
 
     max_late = p.get("max_late_ms")
     max_late_s = float(max_late) / 1000.0 if max_late is not None else 0.002 * duration + 0.003
-    stall_s = 0.004  # the generator fell this far behind its schedule: its burst may queue
 
     def trial(rate: float) -> rfc2544.TrialOutcome:
-        """Run once; rerun (up to 3 times) a trial that failed only by lateness while the
-        generator itself had stalled, since its catch-up burst, not the device, left a queue."""
+        """Run once; rerun (up to twice) a trial that lost nothing but failed by lateness: a
+        stalled generator or a descheduled receiver can look late; real overload stays late."""
         out = once(rate)
-        for _ in range(3):
-            stalled = out.extra["sender"]["max_lag_s"] > stall_s
-            if out.lost or not stalled or rfc2544.passed(out, 0.0, max_late_s):
+        for _ in range(2):
+            if out.lost or rfc2544.passed(out, 0.0, max_late_s):
                 break
             out = once(rate)
         return out
@@ -286,12 +284,9 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
             raise DaemonError("udp receiver", p["server"], "ended without writing its count")
         got = json.loads(out.read_text())
         out.unlink()
-        if got.get("last_kernel_realtime_ns"):  # kernel arrival time: immune to a slow reader
-            late: float | None = (got["last_kernel_realtime_ns"] - sent["end_realtime_ns"]) / 1e9
-        elif got["last_ns"]:
-            late = (got["last_ns"] - sent["end_ns"]) / 1e9
-        else:
-            late = None
+        # Both clocks are CLOCK_MONOTONIC of this machine. (Kernel receive stamps are not used:
+        # across veth and namespaces they can carry the sender's time, hiding the queue.)
+        late = (got["last_ns"] - sent["end_ns"]) / 1e9 if got["last_ns"] else None
         achieved_rate = sent["achieved_pps"] * 8.0 * n
         return rfc2544.TrialOutcome(
             offered=rate, achieved=achieved_rate, sent=int(sent["attempted"]),
