@@ -76,6 +76,11 @@ class Testbed:
         self._old_handlers: dict[int, Any] = {}
         self._progress = progress
         self.build_seconds = 0.0
+        # Filled by testbed.mechanisms: (node, family) -> the address peers use to reach the
+        # node through a transition mechanism (6to4, ISATAP, NAT64), and the address the node
+        # itself listens on when that differs (NAT64: an IPv4-only server of IPv6 clients).
+        self.mechanism_addresses: dict[tuple[str, int], str] = {}
+        self.bind_addresses: dict[tuple[str, int], str] = {}
         # Libraries fork (pyroute2 opens netns sockets from a child): only the process that
         # built the testbed may ever tear it down.
         self._owner_pid = os.getpid()
@@ -151,6 +156,10 @@ class Testbed:
         netem = capabilities.has("netem") if needs_probe else False
         name = self.name or state.new_run_name()
         plan = compile_plan(topo, name, netem_available=netem)  # pure: fails before creating
+        if topo.mechanism:
+            from testbed.mechanisms import check_mechanism
+
+            check_mechanism(topo)  # validation and kernel features: fails before creating
         if state.load(name) is not None:
             raise UsageError(
                 f"a run named {name!r} exists already",
@@ -359,7 +368,15 @@ class Testbed:
         try:
             return self._plan().addresses.address(node, family, peer)
         except KeyError as exc:
+            extra = self.mechanism_addresses.get((node, family))
+            if extra is not None:
+                return extra
             raise UsageError(str(exc.args[0])) from None
+
+    def bind_address(self, node: str, family: int) -> str:
+        """The address a server on `node` listens on for clients that reach it over `family`
+        (the same as address() except under NAT64, where it is the server's IPv4 address)."""
+        return self.bind_addresses.get((node, family)) or self.address(node, family)
 
     def interfaces(self, node: str) -> list[Any]:
         return self._plan().addresses.of(node)
