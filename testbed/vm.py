@@ -266,6 +266,10 @@ def guest_script(spec: VmSpec) -> str:
             for d in spec.loose_dirs
         ]
         lines += ["fi"]
+    # No sit0/tunl0/ip6tnl0 fallback devices in every new namespace once the tunnel modules
+    # are loaded (as on a host where they are built in and tidy): testbed's namespaces
+    # contain exactly what it created.
+    lines += ["sysctl -qw net.core.fb_tunnels_only_for_init_net=1 2>/dev/null || :"]
     if spec.modules:
         lines += [
             f"for m in {' '.join(q(m) for m in spec.modules)}; do",
@@ -514,6 +518,8 @@ def run_in_vm(
 def _boot(spec: VmSpec, vng: Path) -> VmResult:
     argv = vng_argv(spec, vng)
     tail: deque[bytes] = deque(maxlen=40)
+    host_tmp = spec.scratch / "host-tmp"
+    host_tmp.mkdir(exist_ok=True)
     with _sigterm_raises():
         # Both streams go through pipes we copy from: QEMU reopens /proc/self/fd/1 with
         # O_TRUNC, which would truncate a file the caller redirected our output into.
@@ -524,6 +530,9 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
             stderr=subprocess.PIPE,
             start_new_session=True,
             cwd=spec.cwd,
+            # vng's own temp files (its exit-code file) die with our scratch dir, even when
+            # it is killed before its atexit cleanup
+            env={**os.environ, "TMPDIR": str(host_tmp)},
         )
         assert proc.stdout is not None and proc.stderr is not None
         sys.stdout.flush()
