@@ -118,8 +118,13 @@ class Netns:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self._index: dict[str, int] = {}
         try:
-            self._ipr: Any = IPRoute(netns=name)
+            # Open the socket from inside the namespace (setns, then back): a netlink socket
+            # stays bound to the namespace it was created in, and this avoids a fork per
+            # namespace that IPRoute(netns=...) costs.
+            with inside_netns(name):
+                self._ipr: Any = IPRoute()
         except OSError as exc:
             raise KernelError("open netlink in namespace", name, exc.errno or 0) from None
 
@@ -133,9 +138,13 @@ class Netns:
         self.close()
 
     def index(self, ifname: str) -> int:
+        cached = self._index.get(ifname)
+        if cached is not None:
+            return cached
         found = self._ipr.link_lookup(ifname=ifname)
         if not found:
             raise KernelError("find interface", f"{ifname} in {self.name}", errno.ENODEV)
+        self._index[ifname] = int(found[0])
         return int(found[0])
 
     def has_link(self, ifname: str) -> bool:
@@ -172,6 +181,7 @@ class Netns:
             os.close(fd)
 
     def delete_link(self, ifname: str) -> None:
+        self._index.pop(ifname, None)
         found = self._ipr.link_lookup(ifname=ifname)
         if not found:
             return

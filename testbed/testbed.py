@@ -305,9 +305,14 @@ class Testbed:
         if main:
             signal.pthread_sigmask(signal.SIG_BLOCK, mask)
         failures: list[str] = []
+        # Removing a namespace removes its links, addresses, routes and qdiscs with it, so
+        # those undos are folded into the removal of a namespace this run created.
+        owned = {obj for kind, obj in self._journal if kind == "netns"}
         try:
             while self._journal:
                 kind, obj = self._journal.pop()
+                if kind in ("link", "qdisc") and obj[0] in owned:
+                    continue
                 try:
                     self._undo(kind, obj)
                 except Exception as exc:
