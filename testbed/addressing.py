@@ -236,10 +236,10 @@ def _compute_routes(
             # Subnets reached through the same neighbour collapse into the fewest exact CIDR
             # blocks (never covering an address outside them): 50 routers need ~12 routes
             # each instead of ~100.
-            for (via, dev), nets in sorted(by_hop.items()):
+            for (via, hop_dev), nets in sorted(by_hop.items()):
                 for block in ipaddress.collapse_addresses(nets):  # type: ignore[type-var]
                     if (node.name, str(block)) not in explicit:
-                        routes.append(StaticRoute(node.name, str(block), via, dev, fam))
+                        routes.append(StaticRoute(node.name, str(block), via, hop_dev, fam))
     for r in topo.routes:
         fam = ipaddress.ip_network(r.to).version
         dev = _dev_for_gateway(r.node, r.via, by_node.get(r.node, []))
