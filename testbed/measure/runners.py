@@ -255,13 +255,18 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
     max_late_s = float(max_late) / 1000.0 if max_late is not None else 0.002 * duration + 0.003
 
     def trial(rate: float) -> rfc2544.TrialOutcome:
-        """Run once; rerun (up to twice) a trial that lost nothing but failed by lateness: a
-        stalled generator or a descheduled receiver can look late; real overload stays late."""
+        """Run once; rerun (up to twice) a trial that lost nothing but failed by lateness, or
+        whose generator fell short: on a shared machine a descheduled sender or receiver can
+        look like that for a moment; real overload (or a generator too slow) stays so."""
         out = once(rate)
         for _ in range(2):
-            if out.lost or rfc2544.passed(out, 0.0, max_late_s):
+            short = out.generator_short(0.02)
+            if not short and (out.lost or rfc2544.passed(out, 0.0, max_late_s)):
                 break
-            out = once(rate)
+            again = once(rate)
+            if short and again.achieved <= out.achieved:
+                continue
+            out = again
         return out
 
     def once(rate: float) -> rfc2544.TrialOutcome:

@@ -28,10 +28,14 @@ from testbed.measure.pingpong import percentile
 
 def send_argv(
     python: str, *, host: str, port: int, size: int, pps: float, duration_s: float,
+    max_burst: int | None = None,
 ) -> list[str]:
-    """argv of the paced sender."""
+    """argv of the paced sender; `max_burst` defaults to 0.5 ms worth of datagrams (at least 4),
+    about what a shaper's bucket takes at line rate."""
+    burst = max_burst if max_burst is not None else max(4, int(pps * 0.0005))
     return [python, "-m", "testbed.measure.udpprobe", "send", "--host", host, "--port", str(port),
-            "--size", str(size), "--pps", f"{pps:.6g}", "--duration", f"{duration_s:g}"]
+            "--size", str(size), "--pps", f"{pps:.9g}", "--duration", f"{duration_s:g}",
+            "--max-burst", str(burst)]
 
 
 def recv_argv(
@@ -167,7 +171,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     i = eagain = refused = 0
     max_lag = 0.0
     start_ns = time.perf_counter_ns()
-    t0 = perf()
+    t0 = start = perf()  # t0: the schedule (delayed when behind); start: the real start
     while i < total:
         now = perf()
         due = min(total, int((now - t0) * pps) + 1)
@@ -190,7 +194,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
             except ConnectionRefusedError:
                 refused += 1
         i = due
-    elapsed = perf() - t0
+    elapsed = perf() - start
     end_ns = time.perf_counter_ns()
     end_realtime_ns = time.time_ns()
     s.close()
