@@ -76,7 +76,10 @@ def test_rfc2544_search_on_a_shaped_link(testbed_net: Any) -> None:
 
     m = measure(testbed_net, "rfc2544", ip=4, ip_payload=1000, duration=1, resolution=0.01)
     model = max_throughput_bps(1000, 10e6, 4)
-    assert m.metrics["generator_limited"] == 0
+    res = m.result["throughput"]
+    if m.metrics["generator_limited"]:  # a busy machine: it must say so, not blame the device
+        assert res["limited_by"] == "generator" and "generator" in res["note"]
+        return
     # the search is bounded by the model + 2%, and found a zero-loss rate near it
     assert 0.9 * model < m.metrics["throughput_bps"] <= 1.02 * model
-    assert m.result["throughput"]["limited_by"] in ("device", "max_rate")
+    assert res["limited_by"] in ("device", "max_rate")
