@@ -28,6 +28,7 @@ from testbed.plan import (
     SetSysctls,
     compile_plan,
 )
+from testbed.shaping import MIN_WIRE_FRAME, WIRE_OVERHEAD
 from testbed.topology import Topology
 
 
@@ -282,10 +283,23 @@ class Testbed:
                 where=f"namespace {action.ns}",
             )
         elif isinstance(action, SetQdisc):
-            processes.run(
-                netlink.tc_argv(action.ns, action.qdisc.argv(action.ifname)),
-                where=f"namespace {action.ns}",
-            )
+            q = action.qdisc
+            if q.tbf is not None:
+                rate, burst, limit = q.tbf
+                netlink.set_tbf(
+                    self._handle(action.ns),
+                    action.ifname,
+                    rate,
+                    burst,
+                    limit,
+                    WIRE_OVERHEAD,
+                    MIN_WIRE_FRAME,
+                )
+            else:
+                processes.run(
+                    netlink.tc_argv(action.ns, q.argv(action.ifname)),
+                    where=f"namespace {action.ns}",
+                )
             self._journal.append(("qdisc", (action.ns, action.ifname)))
         else:  # pragma: no cover - the plan has no other actions
             raise TypeError(f"unknown action {action!r}")

@@ -256,9 +256,9 @@ def test_cli_up_exec_down(tmp_path: Path) -> None:
     )
     assert up.returncode == 0, up.stderr
     info = json.loads(up.stdout)
-    h2v6 = [a for i in info["interfaces"] if i["node"] == "h2" for a in i["addresses"] if ":" in a][
-        0
-    ].split("/")[0]
+    h2v6 = next(
+        a for i in info["interfaces"] if i["node"] == "h2" for a in i["addresses"] if ":" in a
+    ).split("/")[0]
     ok = subprocess.run(
         [*TESTBED, "exec", "--name", "cli", "h1", "--", "ping", "-c1", "-W2", h2v6],
         capture_output=True,

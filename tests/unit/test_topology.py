@@ -48,7 +48,7 @@ def test_rate_presets_and_numbers() -> None:
 
 def test_set_overrides_typed_and_applied() -> None:
     topo = load_topology(TOPOLOGIES / "two-routers.toml", {"core_mtu": "1280", "rate": "ethernet"})
-    core = [lk for lk in topo.links if {lk.a, lk.b} == {"r1", "r2"}][0]
+    core = next(lk for lk in topo.links if {lk.a, lk.b} == {"r1", "r2"})
     assert core.mtu == 1280
     assert all(lk.shape.rate_bps == 10e6 for lk in topo.links if lk is not core)
     assert core.shape.rate_bps is None
@@ -131,7 +131,10 @@ def test_ipv6_mtu_floor(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as err:
         load(BASE + "mtu = 1000\n", tmp_path)
     assert "1280" in str(err.value)
-    v4 = "[nodes.a]\nstack='ipv4'\n[nodes.b]\nstack='ipv4'\n[[links]]\nendpoints=['a','b']\nmtu=576\n"
+    v4 = (
+        "[nodes.a]\nstack='ipv4'\n[nodes.b]\nstack='ipv4'\n"
+        "[[links]]\nendpoints=['a','b']\nmtu=576\n"
+    )
     assert load(v4, tmp_path).links[0].mtu == 576
 
 
