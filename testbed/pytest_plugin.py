@@ -166,11 +166,17 @@ _CURRENT: list[_State] = []
 
 
 def _state_of_report() -> _State | None:
-    return _CURRENT[0] if _CURRENT else None
+    return _CURRENT[-1] if _CURRENT else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _CURRENT[:] = [session.config.stash[_STATE]]
+    _CURRENT.append(session.config.stash[_STATE])  # a stack: pytester nests sessions
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is not None and _CURRENT and _CURRENT[-1] is state:
+        _CURRENT.pop()
 
 
 # --- host: the VM pass; guest: its summary -------------------------------------------------
