@@ -246,7 +246,7 @@ def run_iperf3(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
 
 
 def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n: int,
-              data: int) -> Callable[[float], rfc2544.TrialOutcome]:
+              data: int, retries: int = 2) -> Callable[[float], rfc2544.TrialOutcome]:
     """A trial function for the search: offer `rate` bit/s of IP payload (n bytes a datagram)."""
     duration = float(p["duration"])
     dst = tb.address(p["server"], ip_v)
@@ -259,7 +259,7 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
         whose generator fell short: on a shared machine a descheduled sender or receiver can
         look like that for a moment; real overload (or a generator too slow) stays so."""
         out = once(rate)
-        for _ in range(2):
+        for _ in range(retries):
             short = out.generator_short(0.02)
             if not short and (out.lost or rfc2544.passed(out, 0.0, max_late_s)):
                 break
