@@ -117,7 +117,7 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
                 "24",
             ],
             "htb": ["htb", "default", "1"],
-            "netem": ["netem", "delay", "1ms", "rate", "10mbit", "packetoverhead", "24"],
+            "netem": ["netem", "delay", "1ms", "rate", "10mbit", "24"],  # overhead: positional
         }
         for name, args in qdiscs.items():
             q = _tc(ns, ["qdisc", "replace", "dev", dev, "root", *args])
@@ -128,7 +128,22 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
                 else f"{_msg(q)} (module {MODULE_OF[name]})",
             )
             _tc(ns, ["qdisc", "del", "dev", dev, "root"])
-        s = _ip(["-n", ns, "link", "add", "s0", "type", "sit", "remote", "any", "local", "any"])
+        # explicit endpoints: "remote any local any" would be the kernel's own sit0
+        s = _ip(
+            [
+                "-n",
+                ns,
+                "link",
+                "add",
+                "s0",
+                "type",
+                "sit",
+                "remote",
+                "192.0.2.1",
+                "local",
+                "192.0.2.2",
+            ]
+        )
         results["sit"] = (
             s.returncode == 0,
             "created a sit tunnel" if s.returncode == 0 else f"{_msg(s)} (module sit)",

@@ -236,7 +236,7 @@ class Netns:
             )
         return out
 
-    def not_ready(self, ipv6: bool) -> list[str]:
+    def not_ready(self, ipv6: bool, names: set[str]) -> list[str]:
         """Interfaces not yet usable: carrier not up, or (IPv6) no link-local address yet.
 
         Carrier changes reach the IP stacks through linkwatch, which may defer them by up to
@@ -253,8 +253,8 @@ class Netns:
         waiting = []
         for idx, m in links.items():
             name = str(m.get_attr("IFLA_IFNAME"))
-            if name == "lo":
-                continue
+            if name not in names:
+                continue  # lo, and devices the kernel adds by itself (sit0, tunl0, ...)
             if m.get_attr("IFLA_OPERSTATE") != "UP" or (ipv6 and idx not in lladdr):
                 waiting.append(name)
         return waiting

@@ -101,6 +101,7 @@ def qdisc_for(link: Link, netem_available: bool) -> Qdisc | None:
     if shape.loss_pct:
         args += ["loss", f"{shape.loss_pct}%"]
     if shape.rate_bps is not None:
-        args += ["rate", _rate(shape.rate_bps), "packetoverhead", str(WIRE_OVERHEAD)]
+        # tc (iproute2 6.1) takes the per-packet overhead as the positional after the rate
+        args += ["rate", _rate(shape.rate_bps), str(WIRE_OVERHEAD)]
     args += ["limit", "10000"]
     return Qdisc("netem", tuple(args), needs_offload_off=shape.rate_bps is not None)

@@ -179,7 +179,7 @@ def test_netem_when_available_models_serialization() -> None:
     topo = load_topology(TOPOLOGIES / "p2p.toml", {"delay": "5ms", "rate": "ethernet"})
     q = qdisc_for(topo.links[0], netem_available=True)
     assert q is not None and q.kind == "netem"
-    assert q.args[q.args.index("packetoverhead") + 1] == "24"
+    assert q.args[q.args.index("rate") + 1 : q.args.index("rate") + 3] == ("10000000bit", "24")
     assert q.args[q.args.index("delay") + 1] == "5000.0us"
 
 
