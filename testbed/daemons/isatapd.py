@@ -9,7 +9,9 @@ from testbed.daemons.base import Daemon, Node
 
 class Isatapd(Daemon):
     """`isatapd` (foreground unless --daemon) with one potential router; ready once the host
-    has an autoconfigured global address on its ISATAP interface and a default route there."""
+    has an autoconfigured global address on its ISATAP interface and a default route there.
+    It solicits at start and then at 80% of the router lifetime (it refuses intervals under
+    121 s); without a reachable router it keeps running and logs why, so readiness times out."""
 
     program = "isatapd"
     deadline_s = 20.0
@@ -21,13 +23,11 @@ class Isatapd(Daemon):
         *,
         router: str,
         device: str = "is0",
-        interval_s: int = 5,
         expect_address: str | None = None,
     ) -> None:
         super().__init__(node, workdir)
         self.router = router
         self.device = device
-        self.interval_s = interval_s
         self.expect_address = expect_address
 
     def argv(self) -> list[str]:
@@ -37,8 +37,6 @@ class Isatapd(Daemon):
             self.device,
             "--router",
             self.router,
-            "--interval",
-            str(self.interval_s),
             "--check-dns",
             "0",
             "--user",

@@ -18,7 +18,7 @@ from testbed.topology import Topology
 if TYPE_CHECKING:
     from testbed.testbed import Testbed
 
-KEYS = ("kind", "host", "router", "prefix", "device", "interval")
+KEYS = ("kind", "host", "router", "prefix", "device")
 
 # IPv4 ranges for which the kernel writes the ISATAP interface id with the u/l bit clear
 # (0000:5efe:V4), as net/ipv6/addrconf.c __ipv6_isatap_ifid does; other addresses get 0200:5efe.
@@ -64,7 +64,6 @@ class Isatap:
     prefix: str
     host_is_ipv4_only: bool
     device: str = "is0"
-    interval: int = 5
     kind: str = "isatap"
 
     @property
@@ -90,12 +89,11 @@ class Isatap:
                 dev,
                 "type",
                 "sit",
-                "mode",
-                "isatap",
                 "local",
                 self.router_v4,
                 "ttl",
                 "64",
+                "isatap",
             ],
             ["ip", "link", "set", dev, "up"],
             ["ip", "-6", "addr", "add", f"{self.router_address}/64", "dev", dev],
@@ -117,7 +115,7 @@ class Isatap:
 
     def describe(self) -> list[str]:
         return [
-            f"{self.router}: ISATAP interface {self.device} (sit mode isatap, local "
+            f"{self.router}: ISATAP interface {self.device} (sit isatap, local "
             f"{self.router_v4}), address {self.router_address}/64, radvd advertising "
             f"{self.prefix} (unicast only)",
             f"{self.host}: isatapd --router {self.router_v4}; autoconfigures "
@@ -155,7 +153,6 @@ class Isatap:
             work,
             router=self.router_v4,
             device=self.device,
-            interval_s=self.interval,
             expect_address=self.host_address,
         ).start(tb)
         common.register_address(tb, self.host, 6, self.host_address)
@@ -183,7 +180,6 @@ def parse(topo: Topology, table: Mapping[str, Any]) -> Isatap:
     prefix = common.network_key(topo, table, "prefix", 6, lengths=(64,))
     common.check_no_overlap(topo, plan, "prefix", prefix)
     device = common.name_key(topo, table, "device", "is0")
-    interval = common.int_key(topo, table, "interval", 5, 1, 3600)
     return Isatap(
         source=topo.source,
         host=host,
@@ -193,5 +189,4 @@ def parse(topo: Topology, table: Mapping[str, Any]) -> Isatap:
         prefix=str(prefix),
         host_is_ipv4_only=topo.node(host).stack == "ipv4",
         device=device,
-        interval=interval,
     )
