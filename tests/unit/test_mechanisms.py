@@ -1,0 +1,361 @@
+"""Transition mechanisms without root: validation, addresses, daemon configs and argv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import capabilities
+from testbed.daemons.isatapd import Isatapd
+from testbed.daemons.jool import JoolConfig, listed
+from testbed.daemons.radvd import radvd_config
+from testbed.daemons.tayga import TaygaConfig, embed, tayga_addresses
+from testbed.daemons.unbound import dns64_config, zone_config, zones_of
+from testbed.errors import MissingCapability, SpecError
+from testbed.mechanisms import (
+    KINDS,
+    check_mechanism,
+    describe_mechanism,
+    isatap,
+    nat64,
+    parse_mechanism,
+    sixtofour,
+)
+from testbed.topology import Topology, load_topology, topology_from_dict
+
+REPO = Path(__file__).resolve().parents[2]
+TOPO = REPO / "topologies"
+ALL = ("native4", "native6", "6to4", "isatap", "nat64-tayga", "nat64-jool")
+
+
+def topo(name: str, **params: str) -> Topology:
+    return load_topology(TOPO / f"{name}.toml", params)
+
+
+def three_nodes(mechanism: dict[str, Any], stacks: tuple[str, str, str], **extra: Any) -> Topology:
+    raw: dict[str, Any] = {
+        "nodes": {
+            "h1": {"stack": stacks[0]},
+            "r1": {"role": "router", "stack": stacks[1]},
+            "h2": {"stack": stacks[2]},
+        },
+        "links": [{"endpoints": ["h1", "r1"]}, {"endpoints": ["r1", "h2"], **extra}],
+        "mechanism": mechanism,
+    }
+    return topology_from_dict(raw, file="t.toml")
+
+
+# --- the topology files ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_topology_loads_with_the_experiment_rates(name: str) -> None:
+    for rate in ("ethernet", "fastethernet"):
+        t = topo(name, rate=rate)
+        assert t.node_names == ("h1", "r1", "h2")
+        assert all(
+            lk.shape.rate_bps == {"ethernet": 10e6, "fastethernet": 100e6}[rate] for lk in t.links
+        )
+        if t.mechanism:
+            assert parse_mechanism(t).kind in KINDS
+        else:
+            assert name.startswith("native")
+
+
+def test_native_topologies_are_single_stack() -> None:
+    assert {n.stack for n in topo("native4").nodes} == {"ipv4"}
+    assert {n.stack for n in topo("native6").nodes} == {"ipv6"}
+
+
+# --- 6to4 -------------------------------------------------------------------------------------
+
+
+def test_6to4_addresses() -> None:
+    assert sixtofour.address_6to4("198.18.0.1") == "2002:c612:1::1"
+    assert sixtofour.address_6to4("192.168.1.2") == "2002:c0a8:102::1"
+    assert sixtofour.site_6to4("192.168.1.2") == "2002:c0a8:102::/48"
+
+
+def test_6to4_plan() -> None:
+    m = parse_mechanism(topo("6to4"))
+    assert isinstance(m, sixtofour.SixToFour)
+    assert m.hosts == (("h1", "198.18.0.1"), ("h2", "198.18.1.2"))
+    assert m.features == ("sit",)
+    cmds = m.commands()
+    assert cmds["h1"][0] == [
+        "ip",
+        "link",
+        "add",
+        "tun6to4",
+        "type",
+        "sit",
+        "remote",
+        "any",
+        "local",
+        "198.18.0.1",
+        "ttl",
+        "64",
+    ]
+    assert cmds["h1"][2] == ["ip", "-6", "addr", "add", "2002:c612:1::1/16", "dev", "tun6to4"]
+    assert all(isinstance(a, str) for argvs in cmds.values() for argv in argvs for a in argv)
+    assert "route 2002::/16" in describe_mechanism(topo("6to4"))[0]
+
+
+def test_6to4_needs_dual_stack_hosts() -> None:
+    t = three_nodes({"kind": "6to4", "hosts": ["h1", "h2"]}, ("ipv4", "ipv4", "dual"))
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(t)
+    assert err.value.key == "nodes.h1.stack"
+    with pytest.raises(SpecError, match="two distinct"):
+        parse_mechanism(three_nodes({"kind": "6to4", "hosts": ["h1"]}, ("dual", "ipv4", "dual")))
+
+
+# --- ISATAP -----------------------------------------------------------------------------------
+
+
+def test_isatap_interface_ids_follow_the_kernel() -> None:
+    # private/benchmarking IPv4: u/l bit clear; a global address: 0200:5efe
+    assert isatap.isatap_address("2001:db8:fea::/64", "198.18.0.1") == "2001:db8:fea::5efe:c612:1"
+    assert isatap.isatap_address("2001:db8:fea::/64", "192.168.0.2") == "2001:db8:fea::5efe:c0a8:2"
+    assert (
+        isatap.isatap_address("2001:db8:fea::/64", "5.6.7.8") == "2001:db8:fea:0:200:5efe:506:708"
+    )
+
+
+def test_isatap_plan() -> None:
+    m = parse_mechanism(topo("isatap"))
+    assert isinstance(m, isatap.Isatap)
+    assert (m.host, m.router, m.host_v4, m.router_v4) == ("h1", "r1", "198.18.0.1", "198.18.0.2")
+    assert m.host_address == "2001:db8:fea::5efe:c612:1"
+    assert m.features == ("sit", "isatapd", "radvd")
+    first = m.router_commands()[0]
+    assert first[:6] == ["ip", "link", "add", "is0", "type", "sit"] and first[-1] == "isatap"
+    assert ["sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0"] in m.host_sysctls()
+
+
+def test_isatap_refuses_a_link_that_carries_ipv6() -> None:
+    t = three_nodes(
+        {"kind": "isatap", "host": "h1", "router": "r1", "prefix": "2001:db8:fea::/64"},
+        ("dual", "dual", "ipv6"),
+    )
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(t)
+    assert err.value.key == "nodes.h1.stack" and "ISATAP would not be used" in err.value.problem
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"prefix": "2001:db8:fea::/48"}, "mechanism.prefix"),
+        ({"prefix": "2001:2:0:1::/64"}, "mechanism.prefix"),  # h2's link subnet
+        ({"router": "h2"}, "mechanism.router"),
+        ({"host": "h9"}, "mechanism.host"),
+        ({"interval": 5}, "mechanism.interval"),
+    ],
+)
+def test_isatap_validation(change: dict[str, Any], key: str) -> None:
+    table = {"kind": "isatap", "host": "h1", "router": "r1", "prefix": "2001:db8:fea::/64"}
+    t = three_nodes({**table, **change}, ("ipv4", "dual", "ipv6"))
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(t)
+    assert err.value.key == key
+
+
+def test_isatapd_argv_and_radvd_config() -> None:
+    d = Isatapd("h1", Path("/tmp/x"), router="198.18.0.2")
+    argv = d.argv()
+    assert argv[0] == "isatapd" and "--daemon" not in argv and "-d" not in argv
+    assert argv[argv.index("--router") + 1] == "198.18.0.2"
+    text = radvd_config("is0", "2001:db8:fea::/64", unicast_only=True)
+    assert "interface is0" in text and "UnicastOnly on;" in text
+    assert "prefix 2001:db8:fea::/64" in text and "AdvAutonomous on;" in text
+    assert "UnicastOnly" not in radvd_config("eth0", "2001:db8::/64")
+
+
+# --- NAT64 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [  # RFC 6052, section 2.4, Table 1 (192.0.2.33)
+        ("2001:db8::/32", "2001:db8:c000:221::"),
+        ("2001:db8:100::/40", "2001:db8:1c0:2:21::"),
+        ("2001:db8:122::/48", "2001:db8:122:c000:2:2100::"),
+        ("2001:db8:122:300::/56", "2001:db8:122:3c0:0:221::"),
+        ("2001:db8:122:344::/64", "2001:db8:122:344:c0:2:2100:0"),
+        ("2001:db8:122:344::/96", "2001:db8:122:344::c000:221"),
+        ("64:ff9b::/96", "64:ff9b::c000:221"),
+    ],
+)
+def test_rfc6052_embedding(prefix: str, expected: str) -> None:
+    assert embed(prefix, "192.0.2.33") == expected
+
+
+def test_nat64_defaults_are_the_papers() -> None:
+    for kind in ("nat64-tayga", "nat64-jool"):
+        m = parse_mechanism(topo(kind))
+        assert isinstance(m, nat64.Nat64)
+        assert (m.prefix, m.pool4) == ("2001:db8:ffff::/96", "192.168.255.0/24")
+        assert m.servers == (("h2", "198.18.1.2"),) and m.clients == ("h1",)
+        assert m.synthesized("198.18.1.2") == "2001:db8:ffff::c612:102"
+        assert (m.router_v4, m.router_v6) == ("198.18.1.1", "2001:2::2")
+    assert parse_mechanism(topo("nat64-tayga")).features == ("tun", "tayga")
+    assert parse_mechanism(topo("nat64-jool")).features == ("jool", "jool-tools")
+    assert "unbound" in parse_mechanism(topo("nat64-jool", dns64="true")).features
+
+
+def test_tayga_config_and_commands() -> None:
+    m = parse_mechanism(topo("nat64-tayga"))
+    assert isinstance(m, nat64.Nat64)
+    text = m.tayga_config().text()
+    assert "tun-device nat64\n" in text
+    assert "ipv4-addr 192.168.255.1\n" in text
+    assert "prefix 2001:db8:ffff::/96\n" in text
+    assert "dynamic-pool 192.168.255.0/24\n" in text
+    assert "ipv6-addr" not in text  # TAYGA derives it, and refuses one inside the prefix
+    assert tayga_addresses("2001:db8:ffff::/96", "192.168.255.0/24") == (
+        "192.168.255.1",
+        "2001:db8:ffff::c0a8:ff01",
+    )
+    assert (
+        "ipv6-addr 2001:db8::1"
+        in TaygaConfig("t", "1.2.3.4", "2001:db8:ffff::/96", "1.2.3.0/24", "2001:db8::1").text()
+    )
+    assert m.tayga_commands() == [
+        ["ip", "link", "set", "nat64", "up"],
+        ["ip", "addr", "add", "198.18.1.1/32", "dev", "nat64"],
+        ["ip", "-6", "addr", "add", "2001:2::2/128", "dev", "nat64"],
+        ["ip", "route", "add", "192.168.255.0/24", "dev", "nat64"],
+        ["ip", "-6", "route", "add", "2001:db8:ffff::/96", "dev", "nat64"],
+    ]
+
+
+def test_jool_argv() -> None:
+    m = parse_mechanism(topo("nat64-jool"))
+    assert isinstance(m, nat64.Nat64)
+    c = m.jool_config()
+    assert c == JoolConfig("testbed", "2001:db8:ffff::/96", "192.168.255.0/24")
+    assert c.add_argv() == [
+        "jool",
+        "instance",
+        "add",
+        "testbed",
+        "--netfilter",
+        "--pool6",
+        "2001:db8:ffff::/96",
+    ]
+    assert [a[5] for a in c.pool4_argvs()] == ["--tcp", "--udp", "--icmp"]
+    assert c.remove_argv() == ["jool", "instance", "remove", "testbed"]
+    csv = "Namespace,Name,Framework\n824db480,testbed,netfilter\n"
+    assert listed(csv, "testbed") and not listed(csv, "other")
+
+
+def test_tayga_refuses_the_well_known_prefix_with_private_addresses() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(topo("nat64-tayga", prefix="64:ff9b::/96"))
+    assert err.value.file.endswith("nat64-tayga.toml")
+    assert err.value.key == "mechanism.pool4"  # 192.168.255.0/24 is private
+    assert "RFC 6052" in err.value.problem and "nat64-jool" in str(err.value)
+    # a global pool, but h2 still has a benchmarking address (198.18.1.2)
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(topo("nat64-tayga", prefix="64:ff9b::/96", pool4="5.6.7.0/24"))
+    assert err.value.key == "mechanism.prefix" and "198.18.1.2" in err.value.problem
+
+
+def test_well_known_prefix_is_fine_with_global_addresses_or_with_jool() -> None:
+    table = {"kind": "nat64-tayga", "router": "r1", "prefix": "64:ff9b::/96", "pool4": "5.6.7.0/24"}
+    t = three_nodes(
+        table,
+        ("ipv6", "dual", "ipv4"),
+        addresses={"r1": ["5.5.5.1/24"], "h2": ["5.5.5.2/24"]},
+    )
+    m = parse_mechanism(t)
+    assert isinstance(m, nat64.Nat64) and m.synthesized("5.5.5.2") == "64:ff9b::505:502"
+    jool = parse_mechanism(topo("nat64-jool", prefix="64:ff9b::/96"))
+    assert isinstance(jool, nat64.Nat64) and jool.prefix == "64:ff9b::/96"
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"prefix": "2001:db8:ffff::/80"}, "mechanism.prefix"),
+        ({"prefix": "2001:2::/96"}, "mechanism.prefix"),  # h1's link subnet
+        ({"prefix": "10.0.0.0/8"}, "mechanism.prefix"),
+        ({"pool4": "198.18.1.0/24"}, "mechanism.pool4"),  # overlaps the r1 -- h2 link
+        ({"pool4": "192.168.255.7/32"}, "mechanism.pool4"),  # TAYGA's pool must be /31 or wider
+        ({"router": "h1"}, "mechanism.router"),
+        ({"dns64": "maybe"}, "mechanism.dns64"),
+        ({"instance": "x"}, "mechanism.instance"),  # a Jool key on a TAYGA mechanism
+        ({"device": "way-too-long-for-linux"}, "mechanism.device"),
+    ],
+)
+def test_nat64_validation(change: dict[str, Any], key: str) -> None:
+    table = {"kind": "nat64-tayga", "router": "r1", **change}
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(three_nodes(table, ("ipv6", "dual", "ipv4")))
+    assert err.value.key == key
+
+
+def test_nat64_needs_both_sides() -> None:
+    with pytest.raises(SpecError, match="IPv6-only clients to IPv4-only servers"):
+        parse_mechanism(three_nodes({"kind": "nat64-jool", "router": "r1"}, ("dual",) * 3))
+
+
+def test_dns64_configs() -> None:
+    records = {"h2.test": "198.18.1.2"}
+    assert zones_of(records) == ["test"]
+    zone = zone_config(records=records, workdir="/tmp/w")
+    assert 'local-data: "h2.test. 300 IN A 198.18.1.2"' in zone
+    assert "interface: 127.0.0.1" in zone and "dns64" not in zone
+    res = dns64_config(
+        listen=["2001:2::2"], prefix="2001:db8:ffff::/96", zones=["test"], workdir="/tmp/w"
+    )
+    assert 'module-config: "dns64 iterator"' in res
+    assert "dns64-prefix: 2001:db8:ffff::/96" in res
+    assert "interface: 2001:2::2" in res
+    assert "stub-addr: 127.0.0.1@5353" in res
+    assert "do-daemonize: no" in res
+
+
+# --- generic ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["6to4", "isatap", "nat64-tayga", "nat64-jool"])
+def test_unknown_key_names_the_allowed_ones(name: str) -> None:
+    t = topo(name)
+    bad = topology_from_dict(
+        {**_raw(t), "mechanism": {**t.mechanism_dict, "prefx": "x"}}, file="f.toml"
+    )
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(bad)
+    assert err.value.key == "mechanism.prefx" and err.value.file == "f.toml"
+    assert err.value.allowed is not None and "kind" in err.value.allowed
+
+
+def test_unknown_or_missing_kind() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(three_nodes({"kind": "teredo"}, ("dual",) * 3))
+    assert err.value.key == "mechanism.kind" and "nat64-jool" in str(err.value)
+    with pytest.raises(SpecError) as err:
+        parse_mechanism(three_nodes({"router": "r1"}, ("dual",) * 3))
+    assert err.value.key == "mechanism.kind"
+
+
+def test_missing_kernel_feature_points_to_the_vm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(capabilities, "missing", lambda feats: [f for f in feats if f == "sit"])
+    with pytest.raises(MissingCapability) as err:
+        check_mechanism(topo("6to4"))
+    assert err.value.feature == "sit"
+    assert "6to4" in str(err.value) and "testbed vm" in str(err.value)
+    monkeypatch.setattr(capabilities, "missing", lambda feats: [])
+    assert check_mechanism(topo("6to4")).kind == "6to4"
+
+
+def _raw(t: Topology) -> dict[str, Any]:
+    """A topology back as a file body (enough for these three-node files)."""
+    return {
+        "nodes": {n.name: {"role": n.role, "stack": n.stack} for n in t.nodes},
+        "links": [{"endpoints": [lk.a, lk.b]} for lk in t.links],
+    }
