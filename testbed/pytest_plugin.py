@@ -274,6 +274,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state.in_vm:
         return
     tr = terminalreporter
+    # pytest's own tally of this session (nested pytester sessions do not leak into it)
+    stats = getattr(tr, "stats", {})
+    state.host_ran = sum(
+        1
+        for key in ("passed", "failed", "error", "xfailed", "xpassed")
+        for rep in stats.get(key, [])
+        if getattr(rep, "when", "call") in ("call", "setup")
+    )
     if state.vm_counts is not None:
         c = state.vm_counts
         detail = ", ".join(
