@@ -144,6 +144,15 @@ class Isatap:
         Radvd(self.router, work, self.device, self.prefix, unicast_only=True).start(tb)
         for argv in self.host_sysctls():
             tb.run(self.host, argv)
+        if tb.run(self.host, ["ip", "link", "show", "dev", "sit0"], check=False).returncode:
+            # isatapd creates its tunnel with the SIOCADDTUNNEL ioctl on "sit0", the fallback
+            # device, which new namespaces lack when net.core.fb_tunnels_only_for_init_net is
+            # set: give h1 a plain sit0 (down; removed with the namespace or on teardown)
+            tb.run(self.host, ["ip", "link", "add", "sit0", "type", "sit"])
+            tb.add_cleanup(
+                lambda: tb.run(self.host, ["ip", "link", "del", "sit0"], check=False),
+                f"remove sit0 on {self.host}",
+            )
         tb.add_cleanup(
             lambda: tb.run(self.host, ["ip", "link", "del", self.device], check=False),
             f"remove {self.device} on {self.host}",
