@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -375,6 +376,10 @@ def _crash_and_clean(run: str, topology: str) -> None:
     left = [ns for ns in netlink.list_netns() if ns.startswith(f"tb-{run}-")]
     assert left == []
     assert {p: c for p, c in pids.items() if alive(p)} == {}
+    # `testbed clean` does not yet know the mechanisms' scratch folders (config files and
+    # logs of a run killed with SIGKILL): remove them here until it does
+    for d in glob.glob(f"/tmp/testbed-{run}-*"):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 # --- missing kernel features (host) ------------------------------------------------------------
