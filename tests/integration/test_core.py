@@ -119,8 +119,7 @@ def test_ethernet_link_carries_line_rate_goodput(payload: int, offered: str) -> 
     wire = max(payload + 66, 84)
     expected = payload / wire * 10e6
     goodput, extra = _udp_goodput(payload, offered)
-    # The sender is held back by the full qdisc (socket backpressure): it offers the line rate.
-    assert extra["client"]["end"]["sum"]["bits_per_second"] >= expected * 0.99
+    # (a generator that fell short would also fail the goodput check below)
     kinds = {q["kind"] for q in extra["qdiscs"]}
     assert kinds & {"tbf", "netem"}
     assert goodput == pytest.approx(expected, rel=0.01), (goodput, expected)
