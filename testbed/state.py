@@ -52,6 +52,11 @@ class RunRecord:
             self.path.unlink()
 
 
+def scratch_dir(name: str) -> Path:
+    """Where a run keeps its files; removed with the run."""
+    return state_dir() / f"{name}.d"
+
+
 def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -365,6 +367,8 @@ class Testbed:
             if h is not None:
                 h.close()
             remove_namespace(obj)
+        elif kind == "scratch":
+            shutil.rmtree(obj, ignore_errors=True)
         elif kind == "record":
             obj.remove()
 
@@ -398,6 +402,17 @@ class Testbed:
         """The address a server on `node` listens on for clients that reach it over `family`
         (the same as address() except under NAT64, where it is the server's IPv4 address)."""
         return self.bind_addresses.get((node, family)) or self.address(node, family)
+
+    def scratch_dir(self) -> Path:
+        """A folder for this run's files (daemon configs, captures); removed with the run,
+        also by `testbed clean` after a crash, since it lives beside the run's record."""
+        if self.name is None:
+            raise UsageError("the testbed is not built")
+        d = state.scratch_dir(self.name)
+        if not d.exists():
+            d.mkdir(parents=True)
+            self._journal.append(("scratch", d))
+        return d
 
     def interfaces(self, node: str) -> list[Any]:
         return self._plan().addresses.of(node)
@@ -461,6 +476,7 @@ def remove_run(record: state.RunRecord) -> list[str]:
         if netlink.netns_exists(ns):
             remove_namespace(ns)
             removed.append(ns)
+    shutil.rmtree(state.scratch_dir(record.name), ignore_errors=True)
     record.remove()
     return removed
 

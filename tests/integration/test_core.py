@@ -145,6 +145,7 @@ HOLDER = textwrap.dedent("""
     topo = load_topology(sys.argv[1], {"routers": "3"})
     with Testbed_(topo, sys.argv[2]) as tb:
         tb.popen("h2", ["sleep", "301.2345"])
+        (tb.scratch_dir() / "daemon.conf").write_text("x")
         print("READY", flush=True)
         time.sleep(60)
 """)
@@ -191,6 +192,7 @@ def test_kill9_then_clean_recovers() -> None:
     assert not any(netlink.netns_exists(n) for n in rec.namespaces.values())
     assert not subprocess.run(["pgrep", "-f", "^sleep 301.2345$"], capture_output=True).stdout
     assert state.load(name) is None
+    assert not state.scratch_dir(name).exists()
 
 
 def test_clean_leaves_live_and_kept_runs_alone() -> None:
