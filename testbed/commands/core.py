@@ -123,6 +123,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = compile_plan(topo, "RUN", netem_available=netem)
     for line in plan.describe():
         print(line)
+    if topo.mechanism:
+        from testbed.mechanisms import describe_mechanism
+
+        for line in describe_mechanism(topo):
+            print(f"mechanism: {line}")
     return 0
 
 
