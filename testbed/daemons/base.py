@@ -32,10 +32,13 @@ class Node(Protocol):
 
     def add_cleanup(self, fn: Callable[[], object], what: str = "cleanup") -> None: ...
 
+    def scratch_dir(self) -> Path: ...
+
 
 def scratch_dir(tb: Node, what: str) -> Path:
-    """A private folder for config files and logs; removed when the testbed is torn down."""
-    path = Path(tempfile.mkdtemp(prefix=f"testbed-{tb.name or 'run'}-{what}-"))
+    """A private folder for config files and logs inside the run's scratch folder, which the
+    Testbed removes on teardown and `testbed clean` removes after a crash."""
+    path = Path(tempfile.mkdtemp(prefix=f"{what}-", dir=tb.scratch_dir()))
     tb.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True), f"remove {path}")
     return path
 

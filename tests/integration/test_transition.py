@@ -6,7 +6,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from testbed import capabilities, netlink
+from testbed import capabilities, netlink, state
 from testbed.errors import DaemonError, MissingCapability, SpecError
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
@@ -62,7 +61,7 @@ def assert_gone(run: str, pids: dict[int, str]) -> None:
     assert left == [], f"namespaces left behind: {left}"
     live = {pid: comm for pid, comm in pids.items() if alive(pid)}
     assert live == {}, f"processes left behind: {live}"
-    assert glob.glob(f"/tmp/testbed-{run}-*") == []
+    assert not state.scratch_dir(run).exists()
     assert glob.glob(f"/etc/netns/tb-{run}-*") == []
 
 
@@ -376,10 +375,7 @@ def _crash_and_clean(run: str, topology: str) -> None:
     left = [ns for ns in netlink.list_netns() if ns.startswith(f"tb-{run}-")]
     assert left == []
     assert {p: c for p, c in pids.items() if alive(p)} == {}
-    # `testbed clean` does not yet know the mechanisms' scratch folders (config files and
-    # logs of a run killed with SIGKILL): remove them here until it does
-    for d in glob.glob(f"/tmp/testbed-{run}-*"):
-        shutil.rmtree(d, ignore_errors=True)
+    assert not state.scratch_dir(run).exists()  # daemon configs and logs
 
 
 # --- missing kernel features (host) ------------------------------------------------------------
