@@ -15,24 +15,43 @@ from testbed.errors import UsageError
 
 
 def register(sub: Any) -> None:
-    run = sub.add_parser("run", help="run an experiment file, storing every trial",
-                         description="Run every trial of an experiment (experiments/NAME.toml "
-                         "or a path), writing each to the results database as it finishes.")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment file, storing every trial",
+        description="Run every trial of an experiment (experiments/NAME.toml "
+        "or a path), writing each to the results database as it finishes.",
+    )
     run.add_argument("experiment", help="experiment name (experiments/NAME.toml) or path")
-    run.add_argument("--quick", action="store_true",
-                     help="the quick profile: same shape, fewer points")
-    run.add_argument("--db", type=Path, default=None,
-                     help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})")
-    run.add_argument("--resume", action="store_true",
-                     help="continue the last unfinished run of this experiment and profile")
-    run.add_argument("--dry-run", action="store_true",
-                     help="list the trials that would run and exit")
+    run.add_argument(
+        "--quick", action="store_true", help="the quick profile: same shape, fewer points"
+    )
+    run.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})",
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the last unfinished run of this experiment and profile",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="list the trials that would run and exit"
+    )
     run.set_defaults(func=cmd_run)
 
-    res = sub.add_parser("results", help="read the results database",
-                         description="List runs, show per-group statistics, or export trials.")
-    res.add_argument("--db", type=Path, default=None,
-                     help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})")
+    res = sub.add_parser(
+        "results",
+        help="read the results database",
+        description="List runs, show per-group statistics, or export trials.",
+    )
+    res.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})",
+    )
     rsub = res.add_subparsers(dest="action", metavar="ACTION")
     rsub.required = True
     ls = rsub.add_parser("list", help="runs and their trial counts")
@@ -73,18 +92,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     db = _db(args)
     summary = run_experiment(exp, db=db, resume=args.resume)
-    print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already done, "
-          f"{summary.failed} failed; results in {db}", file=sys.stderr)
-    print(f"  see them with: testbed results --db {db} show {exp.name} --run {summary.run_id}",
-          file=sys.stderr)
+    print(
+        f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already done, "
+        f"{summary.failed} failed; results in {db}",
+        file=sys.stderr,
+    )
+    print(
+        f"  see them with: testbed results --db {db} show {exp.name} --run {summary.run_id}",
+        file=sys.stderr,
+    )
     return 1 if summary.failed else 0
 
 
 def _open(args: argparse.Namespace) -> Any:
     db = _db(args)
     if not db.exists():
-        raise UsageError(f"no results database at {db}",
-                         hint="run an experiment first (testbed run smoke --quick), or pass --db")
+        raise UsageError(
+            f"no results database at {db}",
+            hint="run an experiment first (testbed run smoke --quick), or pass --db",
+        )
     return results.connect(db)
 
 
@@ -94,13 +120,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print("no runs")
         return 0
-    print(f"{'run':<24} {'experiment':<18} {'profile':<7} {'ok':>5} {'err':>4} {'planned':>7}  "
-          "started              state")
+    print(
+        f"{'run':<24} {'experiment':<18} {'profile':<7} {'ok':>5} {'err':>4} {'planned':>7}  "
+        "started              state"
+    )
     for r in rows:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["started"]))
         state = "finished" if r["finished"] else "unfinished (testbed run --resume)"
-        print(f"{r['run_id']:<24} {r['experiment']:<18} {r['profile']:<7} {r['ok']:>5} "
-              f"{r['errors']:>4} {r['planned']:>7}  {started}  {state}")
+        print(
+            f"{r['run_id']:<24} {r['experiment']:<18} {r['profile']:<7} {r['ok']:>5} "
+            f"{r['errors']:>4} {r['planned']:>7}  {started}  {state}"
+        )
     return 0
 
 
@@ -113,16 +143,25 @@ def _fmt(v: float) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with closing(_open(args)) as con:
-        rows = list(results.trials(con, experiment=args.experiment, run_id=args.run,
-                                   measurement=args.measurement))
+        rows = list(
+            results.trials(
+                con, experiment=args.experiment, run_id=args.run, measurement=args.measurement
+            )
+        )
     groups = results.group_stats(rows)
     errors = [r for r in rows if r.status == "error"]
     if args.metric:
         for g in groups:
             g["metrics"] = {k: v for k, v in g["metrics"].items() if k in args.metric}
     if args.json:
-        json.dump({"groups": groups, "errors": [{"trial": r.trial_key, "error": r.error}
-                                                 for r in errors]}, sys.stdout, indent=1)
+        json.dump(
+            {
+                "groups": groups,
+                "errors": [{"trial": r.trial_key, "error": r.error} for r in errors],
+            },
+            sys.stdout,
+            indent=1,
+        )
         print()
         return 0
     if not rows:
@@ -131,12 +170,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     for g in groups:
         pt = ", ".join(f"{k}={v}" for k, v in g["point"].items())
         print(f"{g['experiment']} / {g['measurement']}  [{pt}]  trials={g['trials']}")
-        print(f"    {'metric':<30} {'n':>3} {'mean':>12} {'stdev':>10} {'95% CI':>25} "
-              f"{'min':>12} {'median':>12} {'max':>12}")
+        print(
+            f"    {'metric':<30} {'n':>3} {'mean':>12} {'stdev':>10} {'95% CI':>25} "
+            f"{'min':>12} {'median':>12} {'max':>12}"
+        )
         for name, s in g["metrics"].items():
             ci = f"[{_fmt(s['ci95_low'])}, {_fmt(s['ci95_high'])}]"
-            print(f"    {name:<30} {s['n']:>3} {_fmt(s['mean']):>12} {_fmt(s['stdev']):>10} "
-                  f"{ci:>25} {_fmt(s['min']):>12} {_fmt(s['median']):>12} {_fmt(s['max']):>12}")
+            print(
+                f"    {name:<30} {s['n']:>3} {_fmt(s['mean']):>12} {_fmt(s['stdev']):>10} "
+                f"{ci:>25} {_fmt(s['min']):>12} {_fmt(s['median']):>12} {_fmt(s['max']):>12}"
+            )
     if errors:
         print(f"\n{len(errors)} trial(s) failed:")
         for r in errors:

@@ -28,6 +28,13 @@ class ProcessLike(Protocol):
     def stop(self, grace: float = 2.0) -> int | None: ...
 
 
+def listen_address(tb: TestbedLike, node: str, ip_v: int) -> str:
+    """Where a server on `node` listens for clients that reach it over IPv`ip_v`: its address,
+    except under NAT64, where an IPv4-only server is reached at a synthesized IPv6 address."""
+    bind = getattr(tb, "bind_address", None)
+    return str(bind(node, ip_v)) if bind is not None else tb.address(node, ip_v)
+
+
 class TestbedLike(Protocol):
     """What a runner needs of `testbed.testbed.Testbed`."""
 
@@ -38,11 +45,11 @@ class TestbedLike(Protocol):
 
     def address(self, node: str, family: int, peer: str | None = None) -> str: ...
 
-    def run(self, node: str, argv: list[str], *, check: bool = True,
-            timeout: float | None = None) -> subprocess.CompletedProcess[str]: ...
+    def run(
+        self, node: str, argv: list[str], *, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]: ...
 
-    def popen(self, node: str, argv: list[str], *, name: str = "",
-              **popen_kw: Any) -> Any: ...
+    def popen(self, node: str, argv: list[str], *, name: str = "", **popen_kw: Any) -> Any: ...
 
     def qdiscs(self) -> list[dict[str, Any]]: ...
 
@@ -87,8 +94,15 @@ COMMON = {"client": "h1", "server": "h2", "ip": 4, "cpu": True, "cpu_processes":
 # --- helpers --------------------------------------------------------------------------------
 
 
-def wait_listening(tb: TestbedLike, node: str, port: int, proto: str, proc: Any = None,
-                   deadline_s: float = 10.0, what: str = "server") -> None:
+def wait_listening(
+    tb: TestbedLike,
+    node: str,
+    port: int,
+    proto: str,
+    proc: Any = None,
+    deadline_s: float = 10.0,
+    what: str = "server",
+) -> None:
     """Poll `ss` until something listens on `port` in `node` (or fail saying what did not)."""
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
     end = time.monotonic() + deadline_s
@@ -99,8 +113,12 @@ def wait_listening(tb: TestbedLike, node: str, port: int, proto: str, proc: Any 
         if proc is not None and not proc.alive():
             break
         time.sleep(0.02)
-    raise DaemonError(what, node, f"did not listen on {proto} port {port} within {deadline_s} s",
-                      "is the program installed and the address configured? see `testbed doctor`")
+    raise DaemonError(
+        what,
+        node,
+        f"did not listen on {proto} port {port} within {deadline_s} s",
+        "is the program installed and the address configured? see `testbed doctor`",
+    )
 
 
 def node_pids(tb: TestbedLike, names: list[str]) -> dict[str, int]:
@@ -110,8 +128,9 @@ def node_pids(tb: TestbedLike, names: list[str]) -> dict[str, int]:
         return found
     for node in tb.topology.node_names:
         ns = tb.netns(node)
-        out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True,
-                             check=False).stdout
+        out = subprocess.run(
+            ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
+        ).stdout
         for pid in out.split():
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
@@ -134,8 +153,11 @@ def cpu_metrics(doc: dict[str, Any] | None) -> dict[str, float]:
     if doc is None:
         return {}
     m = doc["machine_percent"]
-    out = {"cpu_machine_softirq_pct": m["softirq"], "cpu_machine_system_pct": m["system"],
-           "cpu_machine_user_pct": m["user"]}
+    out = {
+        "cpu_machine_softirq_pct": m["softirq"],
+        "cpu_machine_system_pct": m["system"],
+        "cpu_machine_user_pct": m["user"],
+    }
     for name, proc in doc["processes"].items():
         if "total" in proc:
             out[f"cpu_{name.split('@')[0]}_pct"] = proc["total"]
@@ -185,8 +207,12 @@ def _flows(p: Mapping[str, Any]) -> list[tuple[int, float]]:
     try:
         a, b = (float(x) for x in str(ratio).split("/"))
     except ValueError:
-        raise SpecError("measurement", "ratio", f"cannot read {ratio!r}",
-                        "IPv4/IPv6 percentages such as 100/0, 90/10, 50/50") from None
+        raise SpecError(
+            "measurement",
+            "ratio",
+            f"cannot read {ratio!r}",
+            "IPv4/IPv6 percentages such as 100/0, 90/10, 50/50",
+        ) from None
     total = a + b
     return [(v, s / total) for v, s in ((4, a), (6, b)) if s > 0]
 
@@ -197,8 +223,13 @@ def run_iperf3(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     servers = []
     for ip_v, _share in flows:
         port = ctx.port()
-        srv = tb.popen(p["server"], iperf.server_argv(port), name="iperf3-server",
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        srv = tb.popen(
+            p["server"],
+            iperf.server_argv(port),
+            name="iperf3-server",
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_listening(tb, p["server"], port, "tcp", srv, what="iperf3 server")
         servers.append((ip_v, port, srv))
     cpu = sampler(tb, p)
@@ -210,14 +241,31 @@ def run_iperf3(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         elif p.get("ip_payload") is not None or p.get("frame_size") is not None:
             length = ip_payload_and_data(p, ip_v)[1]
         argv = iperf.client_argv(
-            tb.address(p["server"], ip_v), port=port, protocol=p["protocol"],
-            duration_s=float(p["duration"]), length=length,
-            bitrate_bps=int(rate * share) if rate else None, direction=p["direction"],
-            streams=int(p["streams"]), ip=ip_v, nodelay=bool(p.get("nodelay")),
+            tb.address(p["server"], ip_v),
+            port=port,
+            protocol=p["protocol"],
+            duration_s=float(p["duration"]),
+            length=length,
+            bitrate_bps=int(rate * share) if rate else None,
+            direction=p["direction"],
+            streams=int(p["streams"]),
+            ip=ip_v,
+            nodelay=bool(p.get("nodelay")),
         )
-        procs.append((ip_v, argv, tb.popen(p["client"], argv, name="iperf3-client",
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           text=True)))
+        procs.append(
+            (
+                ip_v,
+                argv,
+                tb.popen(
+                    p["client"],
+                    argv,
+                    name="iperf3-client",
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
     results = {}
     for ip_v, argv, proc in procs:
         out, err = proc.popen.communicate(timeout=float(p["duration"]) + 30)
@@ -238,18 +286,27 @@ def run_iperf3(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         else:
             metrics[f"v{ip_v}_retransmits"] = float(sum(f.retransmits or 0 for f in r.flows))
     metrics.update(cpu_metrics(cpu_doc))
-    return Measured(metrics, {"flows": {f"v{k}": v.to_dict() for k, v in results.items()},
-                              "cpu": cpu_doc})
+    return Measured(
+        metrics, {"flows": {f"v{k}": v.to_dict() for k, v in results.items()}, "cpu": cpu_doc}
+    )
 
 
 # --- RFC 2544 / 5180 ------------------------------------------------------------------------
 
 
-def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n: int,
-              data: int, retries: int = 2) -> Callable[[float], rfc2544.TrialOutcome]:
+def udp_trial(
+    tb: TestbedLike,
+    p: Mapping[str, Any],
+    ctx: Context,
+    ip_v: int,
+    n: int,
+    data: int,
+    retries: int = 2,
+) -> Callable[[float], rfc2544.TrialOutcome]:
     """A trial function for the search: offer `rate` bit/s of IP payload (n bytes a datagram)."""
     duration = float(p["duration"])
     dst = tb.address(p["server"], ip_v)
+    listen = listen_address(tb, p["server"], ip_v)
 
     max_late = p.get("max_late_ms")
     max_late_s = float(max_late) / 1000.0 if max_late is not None else 0.002 * duration + 0.003
@@ -273,13 +330,26 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
         pps = rate / (8.0 * n)
         port = ctx.port()
         out = ctx.scratch / f"recv-{port}.json"
-        rx = tb.popen(p["server"], udpprobe.recv_argv(ctx.python, host=dst, port=port, out=str(out),
-                      idle_s=float(p["drain_s"]), max_wait_s=duration + 10),
-                      name="udpprobe-recv")
+        rx = tb.popen(
+            p["server"],
+            udpprobe.recv_argv(
+                ctx.python,
+                host=listen,
+                port=port,
+                out=str(out),
+                idle_s=float(p["drain_s"]),
+                max_wait_s=duration + 10,
+            ),
+            name="udpprobe-recv",
+        )
         wait_listening(tb, p["server"], port, "udp", rx, what="udp receiver")
-        tx = tb.run(p["client"], udpprobe.send_argv(ctx.python, host=dst, port=port, size=data,
-                                                    pps=pps, duration_s=duration),
-                    timeout=duration * 3 + 30)
+        tx = tb.run(
+            p["client"],
+            udpprobe.send_argv(
+                ctx.python, host=dst, port=port, size=data, pps=pps, duration_s=duration
+            ),
+            timeout=duration * 3 + 30,
+        )
         sent = json.loads(tx.stdout)
         try:
             rx.popen.wait(timeout=duration + 30)
@@ -294,11 +364,18 @@ def udp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Context, ip_v: int, n:
         late = (got["last_ns"] - sent["end_ns"]) / 1e9 if got["last_ns"] else None
         achieved_rate = sent["achieved_pps"] * 8.0 * n
         return rfc2544.TrialOutcome(
-            offered=rate, achieved=achieved_rate, sent=int(sent["attempted"]),
-            received=int(got["received"]), late_s=late, duration_s=duration,
-            extra={"sender": {k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps",
-                                                   "max_lag_s")},
-                   "receiver_rcvbuf_drops": got["rcvbuf_drops"]},
+            offered=rate,
+            achieved=achieved_rate,
+            sent=int(sent["attempted"]),
+            received=int(got["received"]),
+            late_s=late,
+            duration_s=duration,
+            extra={
+                "sender": {
+                    k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps", "max_lag_s")
+                },
+                "receiver_rcvbuf_drops": got["rcvbuf_drops"],
+            },
         )
 
     return trial
@@ -308,8 +385,12 @@ def run_rfc2544(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured
     ip_v = int(p["ip"])
     n, data = ip_payload_and_data(p, ip_v)
     if data < 1:
-        raise SpecError("measurement", "frame_size", f"leaves {data} bytes of UDP data",
-                        "a frame or payload that carries at least one byte of UDP data")
+        raise SpecError(
+            "measurement",
+            "frame_size",
+            f"leaves {data} bytes of UDP data",
+            "a frame or payload that carries at least one byte of UDP data",
+        )
     link = bottleneck_bps(tb)
     max_rate = parse_bps(p.get("max_rate"), "measurement")
     if max_rate is None:
@@ -323,14 +404,23 @@ def run_rfc2544(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured
     max_late = p.get("max_late_ms")
     cpu = sampler(tb, p)
     metrics: dict[str, float] = {"ip_payload": n, "udp_data": data}
-    result: dict[str, Any] = {"ip_payload": n, "udp_data": data, "max_rate_bps": max_rate,
-                              "rate_unit": "bit/s of IP payload (UDP header + data)"}
+    result: dict[str, Any] = {
+        "ip_payload": n,
+        "udp_data": data,
+        "max_rate_bps": max_rate,
+        "rate_unit": "bit/s of IP payload (UDP header + data)",
+    }
     start_rate = max_rate
     if p["test"] in ("throughput", "both"):
         res = rfc2544.throughput_search(
-            trial, max_rate=max_rate, resolution=float(p["resolution"]) * max_rate,
-            max_late_s=(float(max_late) / 1000.0 if max_late is not None
-                        else 0.002 * float(p["duration"]) + 0.003),
+            trial,
+            max_rate=max_rate,
+            resolution=float(p["resolution"]) * max_rate,
+            max_late_s=(
+                float(max_late) / 1000.0
+                if max_late is not None
+                else 0.002 * float(p["duration"]) + 0.003
+            ),
         )
         result["throughput"] = res.to_dict()
         if res.throughput is not None:
@@ -354,33 +444,60 @@ def run_rfc2544(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured
 
 def run_ping(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     ip_v = int(p["ip"])
-    size = (ping.icmp_data_size(int(p["frame_size"]), ip_v) if p.get("frame_size") is not None
-            else int(p.get("size") or 56))
-    argv = ping.ping_argv(tb.address(p["server"], ip_v), ip=ip_v, size=size,
-                          count=int(p["count"]), interval_s=float(p["interval"]))
+    size = (
+        ping.icmp_data_size(int(p["frame_size"]), ip_v)
+        if p.get("frame_size") is not None
+        else int(p.get("size") or 56)
+    )
+    argv = ping.ping_argv(
+        tb.address(p["server"], ip_v),
+        ip=ip_v,
+        size=size,
+        count=int(p["count"]),
+        interval_s=float(p["interval"]),
+    )
     proc = tb.run(p["client"], argv, check=False, timeout=float(p["count"]) * 2 + 30)
     r = ping.parse_ping(proc.stdout)
     metrics = {"loss_percent": r.loss_percent, "icmp_data": float(size)}
     if r.rtts_ms:
         import statistics
 
-        metrics.update({"rtt_min_ms": min(r.rtts_ms), "rtt_mean_ms": statistics.fmean(r.rtts_ms),
-                        "rtt_max_ms": max(r.rtts_ms),
-                        "rtt_median_ms": statistics.median(r.rtts_ms)})
+        metrics.update(
+            {
+                "rtt_min_ms": min(r.rtts_ms),
+                "rtt_mean_ms": statistics.fmean(r.rtts_ms),
+                "rtt_max_ms": max(r.rtts_ms),
+                "rtt_median_ms": statistics.median(r.rtts_ms),
+            }
+        )
     return Measured(metrics, {"argv": argv, **r.to_dict()})
 
 
-def _pingpong_once(tb: TestbedLike, node_srv: str, node_cli: str, host: str, p: Mapping[str, Any],
-                   ctx: Context, size: int) -> dict[str, Any]:
+def _pingpong_once(
+    tb: TestbedLike,
+    node_srv: str,
+    node_cli: str,
+    host: str,
+    p: Mapping[str, Any],
+    ctx: Context,
+    size: int,
+    listen: str | None = None,
+) -> dict[str, Any]:
     port = ctx.port()
     kw = {"protocol": p["protocol"], "size": size, "busy_poll": bool(p["busy_poll"])}
-    srv = tb.popen(node_srv, pingpong.argv(ctx.python, "server", host=host, port=port, **kw),
-                   name="pingpong-server", stdout=subprocess.DEVNULL)
+    srv = tb.popen(
+        node_srv,
+        pingpong.argv(ctx.python, "server", host=listen or host, port=port, **kw),
+        name="pingpong-server",
+        stdout=subprocess.DEVNULL,
+    )
     try:
         wait_listening(tb, node_srv, port, p["protocol"], srv, what="ping-pong server")
-        cli = tb.run(node_cli, pingpong.argv(ctx.python, "client", host=host, port=port,
-                                             count=int(p["count"]), **kw),
-                     timeout=float(p["count"]) + 60)
+        cli = tb.run(
+            node_cli,
+            pingpong.argv(ctx.python, "client", host=host, port=port, count=int(p["count"]), **kw),
+            timeout=float(p["count"]) + 60,
+        )
     finally:
         srv.stop()
     doc: dict[str, Any] = json.loads(cli.stdout)
@@ -395,9 +512,22 @@ def run_pingpong(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
     else:
         size = int(p.get("size") or 64)
     if size < 1:
-        raise SpecError("measurement", "ip_payload", "leaves no message bytes",
-                        "at least 9 (UDP) or 21 (TCP) bytes of IP payload")
-    doc = _pingpong_once(tb, p["server"], p["client"], tb.address(p["server"], ip_v), p, ctx, size)
+        raise SpecError(
+            "measurement",
+            "ip_payload",
+            "leaves no message bytes",
+            "at least 9 (UDP) or 21 (TCP) bytes of IP payload",
+        )
+    doc = _pingpong_once(
+        tb,
+        p["server"],
+        p["client"],
+        tb.address(p["server"], ip_v),
+        p,
+        ctx,
+        size,
+        listen=listen_address(tb, p["server"], ip_v),
+    )
     owd = doc["owd"]
     metrics = {f"owd_{k}": float(v) for k, v in owd.items() if k != "n"}
     metrics["lost"] = float(doc["lost"])
@@ -411,22 +541,35 @@ def run_pingpong(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
         overhead.pop("rtts_ns", None)
     if not p.get("keep_samples", True):
         doc.pop("rtts_ns", None)
-    return Measured(metrics, {"probe": doc, "probe_overhead_loopback": overhead,
-                              "overhead_note": "the same probe over loopback in the client's "
-                              "namespace: its own cost, included in every OWD above"})
+    return Measured(
+        metrics,
+        {
+            "probe": doc,
+            "probe_overhead_loopback": overhead,
+            "overhead_note": "the same probe over loopback in the client's "
+            "namespace: its own cost, included in every OWD above",
+        },
+    )
 
 
 def run_stackcost(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     ip_v = int(p["ip"])
     host = tb.address(p["server"], ip_v)
     port = ctx.port()
-    srv = tb.popen(p["server"], stackcost.argv(ctx.python, "server", host=host, port=port),
-                   name="stackcost-server", stdout=subprocess.DEVNULL)
+    listen = listen_address(tb, p["server"], ip_v)
+    srv = tb.popen(
+        p["server"],
+        stackcost.argv(ctx.python, "server", host=listen, port=port),
+        name="stackcost-server",
+        stdout=subprocess.DEVNULL,
+    )
     try:
         wait_listening(tb, p["server"], port, "tcp", srv, what="stack-cost server")
-        out = tb.run(p["client"], stackcost.argv(ctx.python, "client", host=host, port=port,
-                                                 count=int(p["count"])),
-                     timeout=float(p["count"]) + 120)
+        out = tb.run(
+            p["client"],
+            stackcost.argv(ctx.python, "client", host=host, port=port, count=int(p["count"])),
+            timeout=float(p["count"]) + 120,
+        )
     finally:
         srv.stop()
     doc = json.loads(out.stdout)
@@ -449,13 +592,28 @@ def run_receiver(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
     duration = float(p["duration"])
     port = ctx.port()
     out = ctx.scratch / f"timing-{port}.json"
-    rx = tb.popen(p["server"], udpprobe.recv_argv(ctx.python, host=dst, port=port, out=str(out),
-                  idle_s=0.5, max_wait_s=duration + 10, timestamps=True), name="udpprobe-recv")
+    rx = tb.popen(
+        p["server"],
+        udpprobe.recv_argv(
+            ctx.python,
+            host=listen_address(tb, p["server"], ip_v),
+            port=port,
+            out=str(out),
+            idle_s=0.5,
+            max_wait_s=duration + 10,
+            timestamps=True,
+        ),
+        name="udpprobe-recv",
+    )
     wait_listening(tb, p["server"], port, "udp", rx, what="udp receiver")
     cpu = sampler(tb, p)
-    tx = tb.run(p["client"], udpprobe.send_argv(ctx.python, host=dst, port=port, size=data,
-                                                pps=pps, duration_s=duration),
-                timeout=duration * 3 + 30)
+    tx = tb.run(
+        p["client"],
+        udpprobe.send_argv(
+            ctx.python, host=dst, port=port, size=data, pps=pps, duration_s=duration
+        ),
+        timeout=duration * 3 + 30,
+    )
     cpu_doc = cpu.stop() if cpu else None
     try:
         rx.popen.wait(timeout=duration + 30)
@@ -465,12 +623,20 @@ def run_receiver(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
     sent = json.loads(tx.stdout)
     timing = got["timing"]
     ipd = timing["ipd"]
-    metrics = {"pps": timing["pps"], "received": float(got["received"]),
-               "lost": float(max(0, sent["attempted"] - got["received"])),
-               "offered_pps": pps, "sender_pps": sent["achieved_pps"]}
+    metrics = {
+        "pps": timing["pps"],
+        "received": float(got["received"]),
+        "lost": float(max(0, sent["attempted"] - got["received"])),
+        "offered_pps": pps,
+        "sender_pps": sent["achieved_pps"],
+    }
     if ipd.get("n"):
-        metrics.update({f"ipd_{k}": float(ipd[k]) for k in
-                        ("mean_us", "median_us", "min_us", "max_us", "p99_us", "stdev_us")})
+        metrics.update(
+            {
+                f"ipd_{k}": float(ipd[k])
+                for k in ("mean_us", "median_us", "min_us", "max_us", "p99_us", "stdev_us")
+            }
+        )
     metrics.update(cpu_metrics(cpu_doc))
     return Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu_doc})
 
@@ -478,29 +644,93 @@ def run_receiver(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("iperf3", {**COMMON, "protocol": "tcp", "duration": 5, "length": None,
-                        "ip_payload": None, "frame_size": None, "rate": None, "direction":
-                        "forward", "streams": 1, "ratio": None, "nodelay": False},
-             {"protocol": iperf.PROTOCOLS, "direction": iperf.DIRECTIONS, "ip": (4, 6)},
-             run_iperf3, "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once"),
-        Kind("rfc2544", {**COMMON, "frame_size": None, "ip_payload": None, "size": None,
-                         "duration": 2, "resolution": 0.002, "max_rate": None,
-                         "test": "throughput", "drain_s": 0.5, "max_late_ms": None},
-             {"ip": (4, 6), "test": ("throughput", "frame_loss", "both")},
-             run_rfc2544, "RFC 2544/5180 zero-loss throughput search and frame loss rate"),
-        Kind("ping", {**COMMON, "frame_size": None, "size": None, "count": ping.GOMETZ_ECHOES,
-                      "interval": 0.01},
-             {"ip": (4, 6)}, run_ping, "ICMP echo round trips (ping)"),
-        Kind("pingpong", {**COMMON, "protocol": "udp", "size": None, "ip_payload": None,
-                          "count": 1000, "busy_poll": True, "overhead": True,
-                          "keep_samples": True},
-             {"protocol": ("udp", "tcp"), "ip": (4, 6)}, run_pingpong,
-             "ping-pong one-way delay probe (OWD = RTT/2)"),
-        Kind("stackcost", {**COMMON, "count": 500}, {"ip": (4, 6)}, run_stackcost,
-             "socket creation, TCP connect, connections per second"),
-        Kind("receiver", {**COMMON, "frame_size": 1518, "ip_payload": None, "size": None,
-                          "rate": "10mbit", "duration": 2},
-             {"ip": (4, 6)}, run_receiver, "receiver-side packets/s and inter-packet delay"),
+        Kind(
+            "iperf3",
+            {
+                **COMMON,
+                "protocol": "tcp",
+                "duration": 5,
+                "length": None,
+                "ip_payload": None,
+                "frame_size": None,
+                "rate": None,
+                "direction": "forward",
+                "streams": 1,
+                "ratio": None,
+                "nodelay": False,
+            },
+            {"protocol": iperf.PROTOCOLS, "direction": iperf.DIRECTIONS, "ip": (4, 6)},
+            run_iperf3,
+            "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
+        ),
+        Kind(
+            "rfc2544",
+            {
+                **COMMON,
+                "frame_size": None,
+                "ip_payload": None,
+                "size": None,
+                "duration": 2,
+                "resolution": 0.002,
+                "max_rate": None,
+                "test": "throughput",
+                "drain_s": 0.5,
+                "max_late_ms": None,
+            },
+            {"ip": (4, 6), "test": ("throughput", "frame_loss", "both")},
+            run_rfc2544,
+            "RFC 2544/5180 zero-loss throughput search and frame loss rate",
+        ),
+        Kind(
+            "ping",
+            {
+                **COMMON,
+                "frame_size": None,
+                "size": None,
+                "count": ping.GOMETZ_ECHOES,
+                "interval": 0.01,
+            },
+            {"ip": (4, 6)},
+            run_ping,
+            "ICMP echo round trips (ping)",
+        ),
+        Kind(
+            "pingpong",
+            {
+                **COMMON,
+                "protocol": "udp",
+                "size": None,
+                "ip_payload": None,
+                "count": 1000,
+                "busy_poll": True,
+                "overhead": True,
+                "keep_samples": True,
+            },
+            {"protocol": ("udp", "tcp"), "ip": (4, 6)},
+            run_pingpong,
+            "ping-pong one-way delay probe (OWD = RTT/2)",
+        ),
+        Kind(
+            "stackcost",
+            {**COMMON, "count": 500},
+            {"ip": (4, 6)},
+            run_stackcost,
+            "socket creation, TCP connect, connections per second",
+        ),
+        Kind(
+            "receiver",
+            {
+                **COMMON,
+                "frame_size": 1518,
+                "ip_payload": None,
+                "size": None,
+                "rate": "10mbit",
+                "duration": 2,
+            },
+            {"ip": (4, 6)},
+            run_receiver,
+            "receiver-side packets/s and inter-packet delay",
+        ),
     )
 }
 
@@ -508,30 +738,43 @@ KINDS: dict[str, Kind] = {
 def validate_params(kind: str, params: Mapping[str, Any], file: str, key: str) -> dict[str, Any]:
     """Merge defaults and check names and choices; raise SpecError naming the bad key."""
     if kind not in KINDS:
-        raise SpecError(file, f"{key}.kind", f"unknown measurement kind {kind!r}",
-                        ", ".join(KINDS))
+        raise SpecError(file, f"{key}.kind", f"unknown measurement kind {kind!r}", ", ".join(KINDS))
     k = KINDS[kind]
     out = dict(k.params)
     for name, value in params.items():
         if name not in k.params:
-            raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind}",
-                            ", ".join(sorted(k.params)))
+            raise SpecError(
+                file, f"{key}.{name}", f"unknown parameter of {kind}", ", ".join(sorted(k.params))
+            )
         if name in k.choices and value not in k.choices[name]:
-            raise SpecError(file, f"{key}.{name}", f"{value!r} is not allowed",
-                            ", ".join(str(c) for c in k.choices[name]))
+            raise SpecError(
+                file,
+                f"{key}.{name}",
+                f"{value!r} is not allowed",
+                ", ".join(str(c) for c in k.choices[name]),
+            )
         out[name] = value
-    exclusive = [n for n in ("frame_size", "ip_payload", "size", "length") if params.get(n)
-                 is not None]
+    exclusive = [
+        n for n in ("frame_size", "ip_payload", "size", "length") if params.get(n) is not None
+    ]
     if len(exclusive) > 1:
-        raise SpecError(file, key, f"give only one of {', '.join(exclusive)}",
-                        "one of frame_size, ip_payload, size")
+        raise SpecError(
+            file,
+            key,
+            f"give only one of {', '.join(exclusive)}",
+            "one of frame_size, ip_payload, size",
+        )
     if kind != "receiver" and "frame_size" in out and params.get("ip_payload") is not None:
         out["frame_size"] = None
-    if kind == "receiver" and (params.get("ip_payload") is not None
-                               or params.get("size") is not None):
+    if kind == "receiver" and (
+        params.get("ip_payload") is not None or params.get("size") is not None
+    ):
         out["frame_size"] = None
     for name in ("duration", "count"):
-        if name in out and out[name] is not None and (not isinstance(out[name], (int, float))
-                                                      or out[name] <= 0 or math.isnan(out[name])):
+        if (
+            name in out
+            and out[name] is not None
+            and (not isinstance(out[name], (int, float)) or out[name] <= 0 or math.isnan(out[name]))
+        ):
             raise SpecError(file, f"{key}.{name}", f"{out[name]!r} must be a positive number")
     return out
