@@ -465,6 +465,9 @@ def remove_namespace(ns: str) -> None:
     """Kill what runs in `ns`, remove it, and confirm it is gone."""
     processes.kill_netns_processes(ns)
     netlink.remove_netns(ns)
+    # per-namespace /etc files (`ip netns exec` binds /etc/netns/NS/* over /etc), e.g. DNS64's
+    # resolv.conf: they belong to the namespace and go with it, also after a crash
+    shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
     if netlink.netns_exists(ns):
         raise KernelError("remove namespace", ns, 16)
 
