@@ -143,7 +143,7 @@ def throughput_search(
             if min_rate < guess < hi - resolution:
                 out = run(guess)
                 if _passed(out, loss_tolerance) and not out.generator_short(generator_tolerance):
-                    lo, lo_tested = guess, True
+                    lo, lo_tested = min(guess, out.achieved), True
                 elif _passed(out, loss_tolerance):
                     generator_capped = True
                     generator_max = max(generator_max or 0.0, out.achieved)
@@ -164,7 +164,8 @@ def throughput_search(
                 lo, lo_tested = max(lo, out.achieved), True
                 hi = mid
             else:
-                lo, lo_tested = mid, True
+                # what was really sent (within the generator tolerance of `mid`) passed
+                lo, lo_tested = min(mid, out.achieved), True
         else:
             if not short:
                 device_failed = True
