@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import vm
+from testbed.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +43,12 @@ def run(args: argparse.Namespace) -> int:
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
+    if any(a == "--db" or a.startswith("--db=") for a in command):
+        raise UsageError(
+            "`--db` inside `testbed vm` would write SQLite over the read-only 9p root",
+            hint="the guest writes to its own database and the VM tier merges it into the "
+            "host's: choose that with `testbed vm --results DIR` or TESTBED_DB=PATH",
+        )
     result = vm.run_in_vm(
         command,
         kernel=args.kernel,
