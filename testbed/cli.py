@@ -45,9 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TestbedError as exc:
         print(f"testbed: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("testbed: interrupted; everything created was removed", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = int(getattr(exc, "signum", 2))  # testbed.Interrupted carries SIGINT or SIGTERM
+        print(f"testbed: interrupted (signal {signum}); what this run created was removed",
+              file=sys.stderr)
+        return 128 + signum
     return rc
 
 

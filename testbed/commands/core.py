@@ -6,12 +6,11 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 from typing import Any
 
 from testbed import capabilities, netlink, processes, state
 from testbed.errors import UsageError
-from testbed.testbed import Interrupted, Testbed, progress_to_stderr, remove_run
+from testbed.testbed import Testbed, progress_to_stderr, remove_run
 from testbed.topology import load_topology
 
 
@@ -283,6 +282,3 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(f"\nfull-kernel tier (testbed vm): {'ready' if vm_ok else 'not ready'} — {vm_why}")
     return 0
 
-
-__all__ = ["Interrupted", "register"]
-_ = sys
