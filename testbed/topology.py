@@ -290,9 +290,8 @@ def _coerce_param(name: str, text: str, default: Any, file: str) -> Any:
 def _substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> Any:
     """Replace ${param} references; a whole-string reference keeps the parameter's type."""
     if isinstance(value, str):
-        whole = PARAM_REF.fullmatch(value)
-        if whole:
-            name = whole.group(1)
+
+        def lookup(name: str) -> Any:
             if name not in params:
                 raise SpecError(
                     file,
@@ -302,16 +301,12 @@ def _substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> A
                 )
             return params[name]
 
+        whole = PARAM_REF.fullmatch(value)
+        if whole:
+            return lookup(whole.group(1))
+
         def repl(m: re.Match[str]) -> str:
-            name = m.group(1)
-            if name not in params:
-                raise SpecError(
-                    file,
-                    key,
-                    f"unknown parameter '${{{name}}}'",
-                    ", ".join(sorted(params)) or "no parameters are declared",
-                )
-            return str(params[name])
+            return str(lookup(m.group(1)))
 
         return PARAM_REF.sub(repl, value)
     if isinstance(value, list):
