@@ -107,30 +107,25 @@ class IperfResult:
 def _flow(end: dict[str, Any], suffix: str, direction: str, protocol: str) -> FlowResult:
     sent = end.get("sum_sent" + suffix) or end.get("sum" + suffix) or {}
     recv = end.get("sum_received" + suffix) or {}
+    common: dict[str, Any] = {
+        "direction": direction,
+        "protocol": protocol,
+        "seconds": float(recv.get("seconds", sent.get("seconds", 0.0))),
+        "sent_bytes": int(sent.get("bytes", 0)),
+        "received_bytes": int(recv.get("bytes", 0)),
+        "sender_bps": float(sent.get("bits_per_second", 0.0)),
+        "receiver_bps": float(recv.get("bits_per_second", 0.0)),
+    }
     if protocol == "udp":
-        packets = int(recv.get("packets", sent.get("packets", 0)))
-        lost = int(recv.get("lost_packets", 0))
         return FlowResult(
-            direction=direction,
-            protocol=protocol,
-            seconds=float(recv.get("seconds", sent.get("seconds", 0.0))),
-            sent_bytes=int(sent.get("bytes", 0)),
-            received_bytes=int(recv.get("bytes", 0)),
-            sender_bps=float(sent.get("bits_per_second", 0.0)),
-            receiver_bps=float(recv.get("bits_per_second", 0.0)),
-            packets=packets,
-            lost_packets=lost,
+            **common,
+            packets=int(recv.get("packets", sent.get("packets", 0))),
+            lost_packets=int(recv.get("lost_packets", 0)),
             lost_percent=float(recv.get("lost_percent", 0.0)),
             jitter_ms=float(recv.get("jitter_ms", 0.0)),
         )
     return FlowResult(
-        direction=direction,
-        protocol=protocol,
-        seconds=float(recv.get("seconds", sent.get("seconds", 0.0))),
-        sent_bytes=int(sent.get("bytes", 0)),
-        received_bytes=int(recv.get("bytes", 0)),
-        sender_bps=float(sent.get("bits_per_second", 0.0)),
-        receiver_bps=float(recv.get("bits_per_second", 0.0)),
+        **common,
         retransmits=int(sent["retransmits"]) if "retransmits" in sent else None,
     )
 
