@@ -93,8 +93,10 @@ def throughput_search(
     """Binary search for the highest rate in [min_rate, max_rate] at which nothing is lost.
 
     Stops when the bracket is narrower than `resolution` (same unit as the rates). A trial whose
-    generator sent slower than asked (beyond `generator_tolerance`) and lost nothing caps the
-    search: the result then says `limited_by="generator"`, never that the device was the limit.
+    generator sent slower than asked (beyond `generator_tolerance`) and lost nothing proves only
+    the rate really sent: it raises the lower bound to that and leaves the upper one open. Only
+    when such a trial no longer gets above the lower bound does it cap the search, and the result
+    then says `limited_by="generator"`, never that the device was the limit.
     With `guess_from_loss`, the first failing trial's delivered fraction picks the next rate to try
     (just under the rate that got through), which is still a valid bracket step, only faster.
     `max_late_s`: see `passed`.
@@ -112,6 +114,7 @@ def throughput_search(
     generator_max: float | None = None
     generator_capped = False
     device_failed = False
+    hi_short = False  # whether `hi` was last set by a trial whose generator fell short
 
     def run(rate: float) -> TrialOutcome:
         out = trial(rate)
@@ -128,12 +131,12 @@ def throughput_search(
         generator_capped = True
         generator_max = first.achieved
         lo, lo_tested = first.achieved, True
-        hi = first.achieved  # nothing to search: the generator cannot go higher
+        hi, hi_short = first.achieved, True  # nothing to search: the generator cannot go higher
     else:
         device_failed = not first.generator_short(generator_tolerance)
         if first.generator_short(generator_tolerance):
             generator_max = first.achieved
-        hi = max_rate
+        hi, hi_short = max_rate, first.generator_short(generator_tolerance)
         if guess_from_loss and first.sent:
             delivered = first.received / first.sent
             if first.late_s and first.duration_s and delivered >= 1.0:
@@ -145,12 +148,12 @@ def throughput_search(
                 if _passed(out, loss_tolerance) and not out.generator_short(generator_tolerance):
                     lo, lo_tested = min(guess, out.achieved), True
                 elif _passed(out, loss_tolerance):
-                    generator_capped = True
+                    # what was really sent passed; nothing is known of `guess` itself
                     generator_max = max(generator_max or 0.0, out.achieved)
-                    lo, lo_tested = out.achieved, True
-                    hi = guess
+                    lo, lo_tested = max(lo, out.achieved), True
                 else:
-                    device_failed = device_failed or not out.generator_short(generator_tolerance)
+                    hi_short = out.generator_short(generator_tolerance)
+                    device_failed = device_failed or not hi_short
                     hi = guess
 
     while hi - lo > resolution and len(trials) < max_trials:
@@ -159,10 +162,16 @@ def throughput_search(
         short = out.generator_short(generator_tolerance)
         if _passed(out, loss_tolerance):
             if short:
-                generator_capped = True
                 generator_max = max(generator_max or 0.0, out.achieved)
-                lo, lo_tested = max(lo, out.achieved), True
-                hi = mid
+                if out.achieved > lo + resolution / 2.0:
+                    # the device carried what was really sent; `mid` itself is still open
+                    # (on a busy machine the generator falls short now and then, not always)
+                    lo, lo_tested = out.achieved, True
+                else:
+                    # no progress: the generator cannot get above `lo` here
+                    generator_capped = True
+                    lo, lo_tested = max(lo, out.achieved), True
+                    hi, hi_short = mid, True
             else:
                 # what was really sent (within the generator tolerance of `mid`) passed
                 lo, lo_tested = min(mid, out.achieved), True
@@ -171,20 +180,20 @@ def throughput_search(
                 device_failed = True
             elif generator_max is None or out.achieved > generator_max:
                 generator_max = out.achieved
-            hi = mid
+            hi, hi_short = mid, short
 
     if not lo_tested:
         return ThroughputResult(
             None, "nothing_passed", resolution, max_rate, generator_max, tuple(trials),
             f"every trial lost frames, down to {hi:g}",
         )
-    if generator_capped and not device_failed:
+    if generator_capped and hi_short and not device_failed:
         return ThroughputResult(
             lo, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the traffic generator could not offer more than {generator_max:g}; "
             "the device lost nothing up to there, so its own limit was not found",
         )
-    if generator_capped:
+    if generator_capped and hi_short:
         return ThroughputResult(
             lo, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the generator fell short of the offered rate near {generator_max:g} and some "

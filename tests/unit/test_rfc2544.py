@@ -76,6 +76,40 @@ def test_slow_generator_and_slower_device_is_device_limit() -> None:
     assert res.throughput < 7e6
 
 
+def flaky(capacity: float, short_calls: set[int], shortfall: float = 0.975):
+    """A device of `capacity` behind a generator that falls `shortfall` short on the trials
+    numbered in `short_calls` (0-based) and is exact otherwise, as on a busy machine."""
+    calls: list[float] = []
+
+    def trial(rate: float) -> TrialOutcome:
+        achieved = rate * (shortfall if len(calls) in short_calls else 1.0)
+        calls.append(rate)
+        sent = round(achieved * 2.0)
+        lost = round(max(0.0, achieved - capacity) * 2.0)
+        return TrialOutcome(rate, achieved, sent, sent - lost, duration_s=2.0)
+
+    trial.calls = calls  # type: ignore[attr-defined]
+    return trial
+
+
+@pytest.mark.parametrize("short_calls", [{1}, {2}, {1, 2}, {2, 3, 4}])
+def test_generator_falling_short_now_and_then_does_not_end_the_search(
+        short_calls: set[int]) -> None:
+    # the case seen at 100 Mbit/s: a short (but clean) trial must not close the bracket there
+    res = throughput_search(flaky(94.5e6, short_calls), max_rate=99.2e6, resolution=0.2e6)
+    assert res.throughput is not None
+    assert 94.5e6 - 0.2e6 <= res.throughput <= 94.5e6
+    assert res.limited_by == "device"
+
+
+def test_generator_short_every_time_still_caps_the_search() -> None:
+    trial = flaky(200e6, set(range(100)), shortfall=0.9)
+    res = throughput_search(trial, max_rate=100e6, resolution=0.1e6, guess_from_loss=False)
+    assert res.limited_by == "generator"
+    assert res.throughput is not None and res.throughput <= 100e6 * 0.9
+    assert len(trial.calls) < 40  # type: ignore[attr-defined]
+
+
 def test_deep_queue_hides_loss_but_lateness_catches_it() -> None:
     queue = 5e4  # units of buffer: a 0.5% overload for 2 s fits without loss
     naive = throughput_search(device(9e6, queue=queue), max_rate=10e6, resolution=1e3)
