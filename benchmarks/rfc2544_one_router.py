@@ -71,6 +71,9 @@ def bench_row(tb: Any, ctx: runners.Context, rate: str, ip: int, n: int, duratio
         "ratio": ratio, "limited_by": res["limited_by"], "generator_max_bps": res["generator_max"],
         "trials": len(res["trials"]), "seconds": time.monotonic() - t0,
         "model_fragments": fragment_layout(n, ip).count, "note": "",
+        "search": [{"offered_bps": t["offered"], "achieved_bps": t["achieved"], "lost": t["lost"],
+                    "late_ms": None if t["late_s"] is None else t["late_s"] * 1e3}
+                   for t in res["trials"]],
     }
     row["explained"] = False
     if res["limited_by"] == "generator":
@@ -112,8 +115,9 @@ def main() -> int:
     ap.add_argument("--payloads", default=None, help="comma list (default: Tables I and II)")
     ap.add_argument("--duration", type=float, default=2.0)
     ap.add_argument("--resolution", type=float, default=0.002,
-                    help="search resolution, a fraction of the start rate (1.25 x model)")
-    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+                    help="search resolution, a fraction of the start rate (1.05 x model)")
+    ap.add_argument("--json", type=Path, default=None,
+                    help="also write the rows (with every search trial) here")
     a = ap.parse_args()
     rows = []
     print(f"{'rate':<13}{'ip':>3}{'payload':>8}{'measured Mb/s':>15}{'model Mb/s':>12}"

@@ -156,31 +156,37 @@ def throughput_search(
                     device_failed = device_failed or not hi_short
                     hi = guess
 
+    boost = 1.0  # > 1 while re-asking a rate the generator fell short of (see below)
     while hi - lo > resolution and len(trials) < max_trials:
         mid = (lo + hi) / 2.0
-        out = run(mid)
-        short = out.generator_short(generator_tolerance)
+        out = run(mid * boost)
+        short = out.achieved < mid * (1.0 - generator_tolerance)  # short of `mid` itself
         if _passed(out, loss_tolerance):
-            if short:
-                generator_max = max(generator_max or 0.0, out.achieved)
-                if out.achieved > lo + resolution / 2.0:
-                    # the device carried what was really sent; `mid` itself is still open
-                    # (on a busy machine the generator falls short now and then, not always)
-                    lo, lo_tested = out.achieved, True
-                else:
-                    # no progress: the generator cannot get above `lo` here
-                    generator_capped = True
-                    lo, lo_tested = max(lo, out.achieved), True
-                    hi, hi_short = mid, True
-            else:
+            if not short:
                 # what was really sent (within the generator tolerance of `mid`) passed
-                lo, lo_tested = min(mid, out.achieved), True
+                lo, lo_tested, boost = min(mid, out.achieved), True, 1.0
+                continue
+            generator_max = max(generator_max or 0.0, out.achieved)
+            if out.achieved > lo + resolution / 2.0:
+                # the device carried what was really sent; `mid` itself is still open
+                # (on a busy machine the generator falls short now and then, not always)
+                lo, lo_tested, boost = out.achieved, True, 1.0
+            elif boost == 1.0 and out.achieved > 0:
+                # no progress: ask once more, that much faster, to really send `mid` (near
+                # a shaper's rate a paced sender can fall a few % short of its schedule)
+                boost = min(1.1, mid / out.achieved)
+            else:
+                # still no progress: the generator cannot get above `lo` here
+                generator_capped = True
+                lo, lo_tested = max(lo, out.achieved), True
+                hi, hi_short, boost = mid, True, 1.0
         else:
             if not short:
                 device_failed = True
             elif generator_max is None or out.achieved > generator_max:
                 generator_max = out.achieved
-            hi, hi_short = mid, short
+            # loss at what was really sent, or at `mid` when that was less
+            hi, hi_short, boost = min(hi, max(mid, out.achieved)), short, 1.0
 
     if not lo_tested:
         return ThroughputResult(

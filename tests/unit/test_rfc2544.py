@@ -102,6 +102,23 @@ def test_generator_falling_short_now_and_then_does_not_end_the_search(
     assert res.limited_by == "device"
 
 
+def test_generator_dipping_near_the_link_rate_is_asked_faster() -> None:
+    # a paced sender near a shaper's rate: 2.5 % short of any rate within 3 % of the capacity
+    calls: list[float] = []
+
+    def trial(rate: float) -> TrialOutcome:
+        calls.append(rate)
+        achieved = rate * (0.975 if 0.97 * 94.5e6 <= rate <= 1.03 * 94.5e6 else 1.0)
+        sent = round(achieved * 2.0)
+        lost = round(max(0.0, achieved - 94.5e6) * 2.0)
+        return TrialOutcome(rate, achieved, sent, sent - lost, duration_s=2.0)
+
+    res = throughput_search(trial, max_rate=99.2e6, resolution=0.2e6, guess_from_loss=False)
+    assert res.throughput is not None and 94.5e6 - 0.4e6 <= res.throughput <= 94.5e6
+    assert res.limited_by == "device"
+    assert any(t.offered > t.achieved * 1.02 for t in res.trials)  # it did ask faster
+
+
 def test_generator_short_every_time_still_caps_the_search() -> None:
     trial = flaky(200e6, set(range(100)), shortfall=0.9)
     res = throughput_search(trial, max_rate=100e6, resolution=0.1e6, guess_from_loss=False)
