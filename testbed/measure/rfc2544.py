@@ -108,6 +108,8 @@ def throughput_search(
     if max_rate <= 0 or resolution <= 0:
         raise ValueError("max_rate and resolution must be positive")
     trials: list[TrialOutcome] = []
+    # The bracket is kept in offered rates (a sender a few tenths of a % behind its schedule
+    # must not keep it from closing); the result is the most a passing trial really sent.
     lo = min_rate  # highest rate known to pass (min_rate assumed, not tested, unless tried)
     lo_tested = False
     hi = max_rate  # lowest rate known to fail or not reachable; max_rate itself untested
@@ -146,7 +148,7 @@ def throughput_search(
             if min_rate < guess < hi - resolution:
                 out = run(guess)
                 if _passed(out, loss_tolerance) and not out.generator_short(generator_tolerance):
-                    lo, lo_tested = min(guess, out.achieved), True
+                    lo, lo_tested = guess, True
                 elif _passed(out, loss_tolerance):
                     # what was really sent passed; nothing is known of `guess` itself
                     generator_max = max(generator_max or 0.0, out.achieved)
@@ -164,7 +166,7 @@ def throughput_search(
         if _passed(out, loss_tolerance):
             if not short:
                 # what was really sent (within the generator tolerance of `mid`) passed
-                lo, lo_tested, boost = min(mid, out.achieved), True, 1.0
+                lo, lo_tested, boost = max(lo, mid), True, 1.0
                 continue
             generator_max = max(generator_max or 0.0, out.achieved)
             if out.achieved > lo + resolution / 2.0:
@@ -193,21 +195,22 @@ def throughput_search(
             None, "nothing_passed", resolution, max_rate, generator_max, tuple(trials),
             f"every trial lost frames, down to {hi:g}",
         )
+    best = max(t.achieved for t in trials if _passed(t, loss_tolerance))
     if generator_capped and hi_short and not device_failed:
         return ThroughputResult(
-            lo, "generator", resolution, max_rate, generator_max, tuple(trials),
+            best, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the traffic generator could not offer more than {generator_max:g}; "
             "the device lost nothing up to there, so its own limit was not found",
         )
     if generator_capped and hi_short:
         return ThroughputResult(
-            lo, "generator", resolution, max_rate, generator_max, tuple(trials),
+            best, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the generator fell short of the offered rate near {generator_max:g} and some "
             "trials lost frames: the limit found may be the generator's, not the device's",
         )
     return ThroughputResult(
-        lo, "device", resolution, max_rate, generator_max, tuple(trials),
-        f"zero loss at {lo:g}, loss above it (to within {resolution:g})",
+        best, "device", resolution, max_rate, generator_max, tuple(trials),
+        f"zero loss at {best:g}, loss above it (to within {resolution:g})",
     )
 
 

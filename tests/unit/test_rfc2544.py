@@ -119,6 +119,17 @@ def test_generator_dipping_near_the_link_rate_is_asked_faster() -> None:
     assert any(t.offered > t.achieved * 1.02 for t in res.trials)  # it did ask faster
 
 
+def test_sender_slightly_behind_schedule_still_closes_the_bracket() -> None:
+    # 0.4 % behind (within the generator tolerance) with a finer resolution: the bracket is kept
+    # in offered rates, so it closes; the result is what was really sent
+    trial = flaky(94.5e6, set(range(100)), shortfall=0.996)
+    res = throughput_search(trial, max_rate=99.2e6, resolution=0.002 * 99.2e6)
+    assert len(res.trials) < 15
+    assert res.limited_by == "device"
+    assert res.throughput is not None and 94.5e6 - 0.4e6 <= res.throughput <= 94.5e6
+    assert res.throughput == max(t.achieved for t in res.trials if t.lost == 0)
+
+
 def test_generator_short_every_time_still_caps_the_search() -> None:
     trial = flaky(200e6, set(range(100)), shortfall=0.9)
     res = throughput_search(trial, max_rate=100e6, resolution=0.1e6, guess_from_loss=False)
