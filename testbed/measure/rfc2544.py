@@ -94,9 +94,11 @@ def throughput_search(
 
     Stops when the bracket is narrower than `resolution` (same unit as the rates). A trial whose
     generator sent slower than asked (beyond `generator_tolerance`) and lost nothing proves only
-    the rate really sent: it raises the lower bound to that and leaves the upper one open. Only
-    when such a trial no longer gets above the lower bound does it cap the search, and the result
-    then says `limited_by="generator"`, never that the device was the limit.
+    the rate really sent: it raises the lower bound to that and leaves the upper one open. If it
+    gets no higher than the lower bound, the rate is asked once more, faster by the shortfall;
+    only when that too gets no higher does it cap the search, and the result then says
+    `limited_by="generator"`, never that the device was the limit. The bracket is kept in offered
+    rates; the throughput reported is the most that a passing trial really sent.
     With `guess_from_loss`, the first failing trial's delivered fraction picks the next rate to try
     (just under the rate that got through), which is still a valid bracket step, only faster.
     `max_late_s`: see `passed`.
@@ -196,13 +198,14 @@ def throughput_search(
             f"every trial lost frames, down to {hi:g}",
         )
     best = max(t.achieved for t in trials if _passed(t, loss_tolerance))
-    if generator_capped and hi_short and not device_failed:
+    generator_limited = generator_capped and hi_short  # a short trial set the bracket's top
+    if generator_limited and not device_failed:
         return ThroughputResult(
             best, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the traffic generator could not offer more than {generator_max:g}; "
             "the device lost nothing up to there, so its own limit was not found",
         )
-    if generator_capped and hi_short:
+    if generator_limited:
         return ThroughputResult(
             best, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the generator fell short of the offered rate near {generator_max:g} and some "
