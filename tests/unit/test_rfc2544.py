@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from testbed.measure.rfc2544 import (
@@ -13,14 +15,16 @@ from testbed.measure.rfc2544 import (
 
 
 def device(capacity: float, generator_max: float = float("inf"), seconds: float = 2.0,
-           queue: float = 0.0):
+           queue: float = 0.0, sender: Callable[[float, int], float] | None = None):
     """A device forwarding up to `capacity` (units/s) behind a generator capped at
-    `generator_max`; `queue` units of buffer hide overload as lateness instead of loss."""
+    `generator_max`; `queue` units of buffer hide overload as lateness instead of loss.
+    `sender(rate, i)`: the fraction of `rate` the generator really sends on trial `i` (0-based)."""
     calls: list[float] = []
 
     def trial(rate: float) -> TrialOutcome:
+        fraction = sender(rate, len(calls)) if sender else 1.0
         calls.append(rate)
-        achieved = min(rate, generator_max)
+        achieved = min(rate * fraction, generator_max)
         sent = round(achieved * seconds)
         excess = max(0.0, achieved - capacity) * seconds
         lost = round(max(0.0, excess - queue))
@@ -79,17 +83,7 @@ def test_slow_generator_and_slower_device_is_device_limit() -> None:
 def flaky(capacity: float, short_calls: set[int], shortfall: float = 0.975):
     """A device of `capacity` behind a generator that falls `shortfall` short on the trials
     numbered in `short_calls` (0-based) and is exact otherwise, as on a busy machine."""
-    calls: list[float] = []
-
-    def trial(rate: float) -> TrialOutcome:
-        achieved = rate * (shortfall if len(calls) in short_calls else 1.0)
-        calls.append(rate)
-        sent = round(achieved * 2.0)
-        lost = round(max(0.0, achieved - capacity) * 2.0)
-        return TrialOutcome(rate, achieved, sent, sent - lost, duration_s=2.0)
-
-    trial.calls = calls  # type: ignore[attr-defined]
-    return trial
+    return device(capacity, sender=lambda _rate, i: shortfall if i in short_calls else 1.0)
 
 
 @pytest.mark.parametrize("short_calls", [{1}, {2}, {1, 2}, {2, 3, 4}])
@@ -104,15 +98,9 @@ def test_generator_falling_short_now_and_then_does_not_end_the_search(
 
 def test_generator_dipping_near_the_link_rate_is_asked_faster() -> None:
     # a paced sender near a shaper's rate: 2.5 % short of any rate within 3 % of the capacity
-    calls: list[float] = []
-
-    def trial(rate: float) -> TrialOutcome:
-        calls.append(rate)
-        achieved = rate * (0.975 if 0.97 * 94.5e6 <= rate <= 1.03 * 94.5e6 else 1.0)
-        sent = round(achieved * 2.0)
-        lost = round(max(0.0, achieved - 94.5e6) * 2.0)
-        return TrialOutcome(rate, achieved, sent, sent - lost, duration_s=2.0)
-
+    trial = device(
+        94.5e6, sender=lambda rate, _i: 0.975 if 0.97 * 94.5e6 <= rate <= 1.03 * 94.5e6 else 1.0
+    )
     res = throughput_search(trial, max_rate=99.2e6, resolution=0.2e6, guess_from_loss=False)
     assert res.throughput is not None and 94.5e6 - 0.4e6 <= res.throughput <= 94.5e6
     assert res.limited_by == "device"
