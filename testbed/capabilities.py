@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import netlink
+from testbed import netlink, processes
 
 KERNEL_FEATURES = ("netns", "veth", "tbf", "htb", "netem", "sit", "tun", "jool", "nftables")
 BINARIES: dict[str, tuple[str, str]] = {
@@ -192,12 +192,14 @@ def probe() -> dict[str, Capability]:
             fix = "run as root on a Linux kernel with network namespaces"
         caps[name] = Capability(name, "kernel", ok, reason, fix)
     for name, (program, package) in BINARIES.items():
-        path = shutil.which(program)
+        path = processes.find_program(program)  # the venv's bin/ first, as `testbed vm` does
         caps[name] = Capability(
             name,
             "program",
             path is not None,
-            f"found {path}" if path else f"'{program}' is not on PATH",
+            f"found {path}"
+            if path
+            else f"'{program}' is neither in {processes.venv_bin()} nor on PATH",
             "" if path else f"install {package} (scripts/provision.sh installs everything)",
         )
     return caps

@@ -4,16 +4,46 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from testbed import netlink
 from testbed.errors import CommandError, MissingCapability
 
 IP = "ip"
+
+
+def venv_bin() -> Path:
+    """The folder of the Python running testbed (a venv's bin/): programs installed with it."""
+    return Path(sys.executable).parent
+
+
+def find_program(name: str) -> Path | None:
+    """Where `name` is: beside this Python first (a venv never activated), then on PATH."""
+    local = venv_bin() / name
+    if local.is_file() and os.access(local, os.X_OK):
+        return local
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def program_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default: this process's environment) with this Python's bin/ first on PATH.
+
+    Programs shipped in the venv (virtme-ng's `vng` starts `virtme-run` through PATH) must be
+    found by their children too, whether or not the user activated the venv.
+    """
+    env = dict(os.environ if base is None else base)
+    first = str(venv_bin())
+    parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != first]
+    env["PATH"] = os.pathsep.join([first, *parts])
+    return env
 
 
 def ns_argv(netns: str, argv: Sequence[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import shlex
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from testbed import processes
 from testbed.errors import CommandError, MissingCapability, TestbedError, UsageError
 
 ENV_IN_VM = "TESTBED_IN_VM"
@@ -57,6 +60,13 @@ GUEST_DB = "testbed.sqlite"
 GUEST_DB_DIR = "/run/tb-db"  # tmpfs in the guest
 
 PROVISION_HINT = "run scripts/provision.sh as root (it installs everything the VM tier needs)"
+# A KVM guest reaches its command in a few seconds; one that has not within this many seconds
+# hangs (seen on nested, paravirtualised KVM: /dev/kvm works, the boot spins for ever).  It is
+# killed, the verdict remembered, and the boot retried under TCG.
+KVM_BOOT_DEADLINE_S = 60.0
+ENV_ACCEL = "TESTBED_VM_ACCEL"
+"""'kvm', 'tcg' or 'auto' (default): force or probe the accelerator of the full-kernel tier."""
+KVM_VERDICT = "kvm-verdict.json"
 
 
 # --- discovery (pure given the paths) ------------------------------------------------------
@@ -97,12 +107,9 @@ def kernel_release(kernel: Path) -> str:
 
 def find_vng() -> Path:
     """virtme-ng's `vng`: the one next to this Python (the venv) first, then PATH."""
-    local = Path(sys.executable).parent / "vng"
-    if local.exists():
-        return local
-    found = shutil.which("vng")
-    if found:
-        return Path(found)
+    found = processes.find_program("vng")
+    if found is not None:
+        return found
     raise MissingCapability(
         "virtme-ng (the `vng` command)",
         "the full-kernel tier (testbed vm)",
@@ -156,9 +163,62 @@ def check_memory(wanted_mib: int, available_mib: int | None) -> None:
         )
 
 
+def _verdict_path() -> Path:
+    from testbed.state import state_dir
+
+    return state_dir() / KVM_VERDICT
+
+
+def kvm_hang_recorded(kernel: Path | None = None) -> str | None:
+    """Why KVM is not to be used here, if a KVM boot hung since the host booted, else None."""
+    try:
+        data = json.loads(_verdict_path().read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("boot_id") != _host_boot_id():
+        return None  # recorded before the host rebooted: probe again
+    if kernel is not None and data.get("kernel") not in (None, str(kernel)):
+        return None
+    return str(data.get("reason", "a KVM boot hung"))
+
+
+def record_kvm_hang(kernel: Path, reason: str) -> None:
+    """Remember (until the host reboots) that KVM boots hang here, so later boots use TCG."""
+    path = _verdict_path()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            json.dumps({"boot_id": _host_boot_id(), "kernel": str(kernel), "reason": reason})
+        )
+
+
+def _host_boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def accel_choice(env: Mapping[str, str] | None = None) -> str:
+    """$TESTBED_VM_ACCEL: 'kvm', 'tcg' or 'auto'; raise on anything else."""
+    value = (env if env is not None else os.environ).get(ENV_ACCEL, "auto").strip().lower()
+    if value not in ("kvm", "tcg", "auto", ""):
+        raise UsageError(
+            f"{ENV_ACCEL}={value!r}: expected kvm, tcg or auto",
+            hint=f"unset {ENV_ACCEL} to let testbed probe KVM itself",
+        )
+    return value or "auto"
+
+
 def kvm_works(qemu: Path | None = None) -> bool:
-    """Whether QEMU can really use KVM here: /dev/kvm alone is not enough (MSR failures)."""
+    """Whether QEMU can really use KVM here: /dev/kvm alone is not enough (MSR failures,
+    boots that hang on nested KVM; $TESTBED_VM_ACCEL forces the choice)."""
+    choice = accel_choice()
+    if choice != "auto":
+        return choice == "kvm"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    if kvm_hang_recorded() is not None:
         return False
     qemu_bin = qemu or Path(shutil.which(QEMU) or QEMU)
     argv = [
@@ -197,7 +257,15 @@ def vm_available() -> tuple[bool, str]:
         check_memory(parse_memory(DEFAULT_MEMORY), available_memory_mib())
     except TestbedError as exc:
         return False, str(exc)
-    accel = "KVM" if kvm_works() else "software emulation (TCG, no usable KVM; slower)"
+    if kvm_works():
+        accel = (
+            "KVM (falls back to TCG if the guest has not started within "
+            f"{KVM_BOOT_DEADLINE_S:.0f} s)"
+        )
+    else:
+        hung = kvm_hang_recorded()
+        why = f"a KVM boot hung here: {hung}" if hung else "no usable KVM"
+        accel = f"software emulation (TCG, {why}; slower)"
     return True, f"boots {kernel} with {vng} under {accel}"
 
 
@@ -348,6 +416,7 @@ class VmResult:
     returncode: int
     booted: bool
     merged_trials: int = 0
+    hung: bool = False  # a KVM boot killed because the guest had not started by its deadline
     scratch_files: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -501,8 +570,18 @@ def run_in_vm(
         spec.script.write_text(guest_script(spec))
         result = _boot(spec, vng)
         if not result.booted and use_kvm and kvm is None:
+            if result.hung:
+                record_kvm_hang(
+                    kernel_path,
+                    f"the guest had not started its command {KVM_BOOT_DEADLINE_S:.0f} s "
+                    "into a KVM boot",
+                )
             print(
-                "testbed vm: boot with KVM failed; retrying with software emulation",
+                "testbed vm: boot with KVM "
+                + (f"did not start within {KVM_BOOT_DEADLINE_S:.0f} s" if result.hung else "failed")
+                + "; retrying with software emulation (TCG)"
+                + (f"; later boots use TCG until the host reboots (or {ENV_ACCEL}=kvm)"
+                   if result.hung else ""),
                 file=sys.stderr,
             )
             spec = dataclasses.replace(spec, kvm=False)
@@ -513,6 +592,19 @@ def run_in_vm(
                 result.scratch_files[name] = p.read_bytes()
         result.merged_trials = merge_results(scratch / GUEST_DB, dst, sys.stderr)
     return result
+
+
+def _wait_for_boot(proc: subprocess.Popen[bytes], marker: Path, deadline_s: float) -> bool:
+    """Wait until the guest writes its boot marker or exits; False if neither by the deadline.
+
+    Host wall time is right here: the guest has not started, so no guest clock exists yet.
+    """
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if marker.exists() or proc.poll() is not None:
+            return True
+        time.sleep(0.2)
+    return marker.exists() or proc.poll() is not None
 
 
 def _boot(spec: VmSpec, vng: Path) -> VmResult:
@@ -532,7 +624,9 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
             cwd=spec.cwd,
             # vng's own temp files (its exit-code file) die with our scratch dir, even when
             # it is killed before its atexit cleanup
-            env={**os.environ, "TMPDIR": str(host_tmp)},
+            # vng starts `virtme-run` (and QEMU) through PATH: the venv's bin/ goes first, so
+            # a venv that was never activated works.
+            env={**processes.program_env(), "TMPDIR": str(host_tmp)},
         )
         assert proc.stdout is not None and proc.stderr is not None
         sys.stdout.flush()
@@ -544,7 +638,12 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
         for r in readers:
             r.daemon = True
             r.start()
+        hung = False
         try:
+            if spec.kvm:
+                hung = not _wait_for_boot(proc, spec.scratch / BOOT_MARKER, KVM_BOOT_DEADLINE_S)
+                if hung:
+                    _kill_group(proc)
             rc = proc.wait()
         except (KeyboardInterrupt, _Terminated):
             _kill_group(proc)
@@ -562,7 +661,7 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
     booted = (spec.scratch / BOOT_MARKER).exists()
     if not booted:
         if spec.kvm:
-            return VmResult(rc, False)
+            return VmResult(rc, False, hung=hung)
         err = CommandError(
             argv,
             rc,
