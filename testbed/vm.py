@@ -66,7 +66,7 @@ PROVISION_HINT = "run scripts/provision.sh as root (it installs everything the V
 KVM_BOOT_DEADLINE_S = 60.0
 ENV_ACCEL = "TESTBED_VM_ACCEL"
 """'kvm', 'tcg' or 'auto' (default): force or probe the accelerator of the full-kernel tier."""
-KVM_VERDICT = "kvm-verdict.json"
+KVM_VERDICT = "vm/kvm-verdict.json"  # under the state dir, outside the run records (*.json)
 
 
 # --- discovery (pure given the paths) ------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import processes, vm
+from testbed import processes, state, vm
 from testbed.errors import UsageError
 
 
@@ -37,6 +37,7 @@ def test_a_recorded_hang_lasts_until_the_host_reboots(
     assert vm.kvm_hang_recorded(kernel) is None
     vm.record_kvm_hang(kernel, "no start in 60 s")
     assert vm.kvm_hang_recorded(kernel) == "no start in 60 s"
+    assert state.all_records() == []  # the verdict is no run record
     assert vm.kvm_hang_recorded(Path("/boot/vmlinuz-other-amd64")) is None
     monkeypatch.setattr(vm, "_host_boot_id", lambda: "another-boot")
     assert vm.kvm_hang_recorded(kernel) is None
