@@ -96,18 +96,35 @@ class TrialRow:
         return dict(self.__dict__)
 
 
+def _set_wal(con: sqlite3.Connection, deadline_s: float = 30.0) -> None:
+    """Switch to WAL; the switch ignores SQLite's busy timeout when another process is creating
+    the same new database, so it is retried (until the deadline) instead of failing at once."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > end:
+                raise
+            time.sleep(0.02)
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) a results database; refuse one with a newer schema."""
     path.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(str(path), timeout=30.0)
     con.row_factory = sqlite3.Row
-    con.execute("PRAGMA journal_mode=WAL")
+    _set_wal(con)
     con.execute("PRAGMA synchronous=FULL")
     with con:
         con.executescript(_SCHEMA)
+        # OR IGNORE: two processes opening a new database at once (a run and a reader) both
+        # find no version row; the second insert must not fail.
+        con.execute(
+            "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
         row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            con.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     if row is not None and int(row["value"]) > SCHEMA_VERSION:
         con.close()
         raise UsageError(

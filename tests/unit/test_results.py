@@ -8,6 +8,7 @@ import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,26 @@ def test_trials_are_committed_at_once(tmp_path: Path) -> None:
     other = sqlite3.connect(str(db))
     assert other.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 1
     other.close()
+
+
+def test_two_processes_create_one_database_at_once(tmp_path: Path) -> None:
+    # a run and a reader (or two runs) may open a new database in the same instant
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(10):  # the race failed ~1 in 160 opens before the fix
+        db = tmp_path / f"race{attempt}.sqlite"
+        barrier = ctx.Barrier(8)
+        procs = [ctx.Process(target=_open_after, args=(barrier, db)) for _ in range(8)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0] * 8
+        with closing(results.connect(db)) as con:
+            assert results.schema_version(con) == results.SCHEMA_VERSION
+
+
+def _open_after(barrier: Any, db: Path) -> None:
+    barrier.wait()
+    results.connect(db).close()
