@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.addressing import AddressPlan, plan_addresses
 from testbed.shaping import Qdisc, qdisc_for
-from testbed.topology import Topology
+from testbed.topology import NODE_NAME, Topology
 
 NS_PREFIX = "tb-"
 IFINDEX_BASE = 100
@@ -15,6 +16,13 @@ IFINDEX_BASE = 100
 
 def netns_name(run: str, node: str) -> str:
     return f"{NS_PREFIX}{run}-{node}"
+
+
+def run_namespaces(run: str, names: Iterable[str]) -> list[str]:
+    """Those of `names` that are run `run`'s by name: tb-RUN-NODE with a valid node name
+    (run names have no '-', so tb-a-h1 is never run `a-b`'s; tb-probe-PID has digits)."""
+    prefix = f"{NS_PREFIX}{run}-"
+    return [n for n in names if n.startswith(prefix) and NODE_NAME.fullmatch(n[len(prefix) :])]
 
 
 @dataclass(frozen=True)

@@ -94,36 +94,39 @@ def reset() -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Signals only set a flag inside the block (installing the handler if needed).
-
-    Leaving the block restores the previous mode; when this block installed the handler,
-    the previous handlers come back and a noted signal is raised as Interrupted.
-    """
-    main = threading.current_thread() is threading.main_thread()
-    if not main:
-        yield
-        return
-    own = not _installed or os.getpid() != _owner
-    old_handlers: dict[int, Any] = {}
-    if own:
-        for sig in HANDLED:
-            old_handlers[sig] = signal.getsignal(sig)
-        install("defer")
-        old_mode = "raise"
-    else:
-        old_mode = set_mode("defer")
+    """Inside the block a signal only sets the flag; callers act on it with check()."""
+    old = set_mode("defer")
     try:
         yield
     finally:
-        if own:
-            _uninstall(old_handlers)
-        else:
-            set_mode(old_mode)
+        set_mode(old)
 
 
-def _uninstall(old: dict[int, Any]) -> None:
-    global _installed, _mode
-    for sig, h in old.items():
-        signal.signal(sig, h if h is not None else signal.SIG_DFL)
-    _installed = False
-    _mode = "raise"
+class Guard:
+    """For library use (pytest, scripts): installs the handlers when the process has none
+    of testbed's, and puts the previous ones back on close()."""
+
+    def __init__(self) -> None:
+        self._old: dict[int, Any] = {}
+        self._own = False
+
+    def open(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if _installed and os.getpid() == _owner:
+            return
+        self._old = {sig: signal.getsignal(sig) for sig in HANDLED}
+        reset()
+        install("raise")
+        self._own = True
+
+    def close(self) -> None:
+        global _installed
+        if not self._own:
+            return
+        for sig, h in self._old.items():
+            signal.signal(sig, h if h is not None else signal.SIG_DFL)
+        _installed = False
+        set_mode("raise")
+        reset()
+        self._own = False
