@@ -132,7 +132,7 @@ def _as_list(v: Any) -> list[Any]:
 def _check_keys(d: Mapping[str, Any], allowed: Sequence[str], file: str, prefix: str) -> None:
     for k in d:
         if k not in allowed:
-            where = f"{prefix}.{k}" if prefix else k
+            where = f"{prefix}.{k}" if prefix else (k or '""')
             raise SpecError(file, where, "unknown key", ", ".join(allowed))
 
 

@@ -290,7 +290,7 @@ def parse_loss(value: Any, file: str, key: str) -> float:
 def _check_keys(table: Mapping[str, Any], allowed: set[str], file: str, key: str) -> None:
     for k in table:
         if k not in allowed:
-            where = f"{key}.{k}" if key else k
+            where = f"{key}.{k}" if key else (k or '""')
             raise SpecError(file, where, f"unknown key '{k}'", ", ".join(sorted(allowed)))
 
 
@@ -518,6 +518,19 @@ def topology_from_dict(
     mechanism = body.get("mechanism", {})
     if not isinstance(mechanism, dict):
         raise SpecError(file, "mechanism", "must be a table", "see docs/topologies.md")
+    for k, v in mechanism.items():  # the mechanism parsers check meaning; here only shape
+        plain = isinstance(v, str | bool) or (
+            isinstance(v, int | float) and math.isfinite(v) and abs(v) < 2**63
+        )
+        if not plain and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise SpecError(
+                file,
+                f"mechanism.{k}",
+                f"bad value {v!r}",
+                "a string, a number, true/false, or a list of strings",
+            )
+    if "kind" in mechanism and not isinstance(mechanism["kind"], str):
+        raise SpecError(file, "mechanism.kind", f"bad kind {mechanism['kind']!r}", "a string")
 
     topo = Topology(
         name=name,
