@@ -12,6 +12,7 @@ from testbed.topology import NODE_NAME, Topology
 
 NS_PREFIX = "tb-"
 IFINDEX_BASE = 100
+MAX_HOPS = 255  # TTL and hop limit of packets the nodes send (the most IPv4/IPv6 allow)
 
 
 def netns_name(run: str, node: str) -> str:
@@ -139,6 +140,10 @@ def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
             ("net.ipv6.conf.default.accept_dad", "0"),
             ("net.ipv6.conf.default.dad_transmits", "0"),
             ("net.ipv6.icmp.ratelimit", "0"),
+            # hop limit 255 (kernel default 64): a chain of up to 250 routers is crossable;
+            # `default` is read when the node's veths are created, after these sysctls
+            ("net.ipv6.conf.all.hop_limit", str(MAX_HOPS)),
+            ("net.ipv6.conf.default.hop_limit", str(MAX_HOPS)),
         ]
     else:
         values += [
@@ -146,7 +151,7 @@ def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
             ("net.ipv6.conf.default.disable_ipv6", "1"),
         ]
     if 4 in n.families:
-        values += [("net.ipv4.icmp_ratelimit", "0")]
+        values += [("net.ipv4.icmp_ratelimit", "0"), ("net.ipv4.ip_default_ttl", str(MAX_HOPS))]
     if n.role == "router":
         if 4 in n.families:
             values.append(("net.ipv4.ip_forward", "1"))

@@ -34,6 +34,7 @@ DURATION_MAX_S = 60.0
 DURATION_MIN_S = 1e-6  # a positive delay below 1 us rounds to 0 in tc
 MAX_NESTING = 16  # tables/arrays deeper than this are refused (no topology needs more than 4)
 MAX_FILE_BYTES = 1 << 20
+MAX_CHAIN_ROUTERS = 250  # nodes send with TTL/hop limit 255 (plan.MAX_HOPS): 250 are crossable
 
 _TOP_KEYS = {
     "name",
@@ -593,9 +594,12 @@ def _expand_chain(
                 file, f"{key}.{end}", f"unknown node {chain[end]!r}", ", ".join(sorted(names))
             )
     count = chain.get("routers", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 250:
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_CHAIN_ROUTERS:
         raise SpecError(
-            file, f"{key}.routers", f"bad router count {count!r}", "an integer from 0 to 250"
+            file,
+            f"{key}.routers",
+            f"bad router count {count!r}",
+            f"an integer from 0 to {MAX_CHAIN_ROUTERS}",
         )
     prefix = chain.get("prefix", "r")
     if not isinstance(prefix, str):
