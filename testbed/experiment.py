@@ -415,7 +415,7 @@ def check_topologies(exp: Experiment) -> None:
             if len(topo.nodes) <= COMPILE_CHECK_NODES:  # larger plans take seconds: at build
                 compile_plan(topo, "check", netem_available=True)
         except SpecError as exc:
-            raise SpecError(exp.file, _param_key(exc, tp),
+            raise SpecError(exp.file, _param_key(exc, tp, path, overrides),
                             f"topology {tp.label}: {exc.key or '(file)'}: {exc.problem}",
                             exc.allowed) from None
         for m in exp.measurements:
@@ -429,13 +429,25 @@ def check_topologies(exp: Experiment) -> None:
                                     ", ".join(topo.node_names))
 
 
-def _param_key(exc: SpecError, tp: TopologyPoint) -> str:
-    """The experiment's key for a topology error caused by one of its parameters."""
-    if exc.key.startswith("params."):
-        name = exc.key.split(".", 1)[1]
-        if f"topology.{name}" in tp.swept:
-            return f"sweep.topology.{name}"
-        return f"params.{name}"
+def _param_key(exc: SpecError, tp: TopologyPoint, path: Path, overrides: dict[str, str]
+               ) -> str:
+    """The experiment's key for a topology error caused by one of its parameters: the one
+    named by the error, else the one without which the error goes away."""
+    from testbed.topology import load_topology
+
+    name = exc.key.split(".", 1)[1] if exc.key.startswith("params.") else None
+    if name is None:
+        swept_first = sorted(overrides, key=lambda k: f"topology.{k}" not in tp.swept)
+        for k in swept_first:
+            try:
+                load_topology(path, {kk: v for kk, v in overrides.items() if kk != k})
+            except SpecError as other:
+                if (other.key, other.problem) == (exc.key, exc.problem):
+                    continue
+            name = k
+            break
+    if name is not None:
+        return f"sweep.topology.{name}" if f"topology.{name}" in tp.swept else f"params.{name}"
     return "sweep.topology" if "topology" in tp.swept else "topology"
 
 
