@@ -66,8 +66,11 @@ def install(mode: str = "raise") -> None:
 
 
 def set_mode(mode: str) -> str:
-    """Switch the mode; returns the previous one."""
+    """Switch the mode; returns the previous one (only the main thread, which alone runs
+    signal handlers, changes it)."""
     global _mode
+    if threading.current_thread() is not threading.main_thread():
+        return _mode
     old, _mode = _mode, mode
     return old
 
@@ -80,6 +83,8 @@ def pending() -> int | None:
 def check() -> None:
     """Raise Interrupted if a signal arrived (call it between steps that create things)."""
     global _raised
+    if threading.current_thread() is not threading.main_thread():
+        return
     if _pending is not None and not _raised:
         _raised = True
         raise Interrupted(_pending)
