@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import math
+import sqlite3
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,19 @@ TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions",
 PROFILE_KEYS = ("repetitions", "params", "sweep", "measurements")
 MEASUREMENT_META = ("kind", "description", "where")
 PROFILES = ("full", "quick")
+MAX_REPETITIONS = 1000
+MAX_TRIALS = 100_000
+MAX_TOPOLOGY_POINTS = 1000
+COMPILE_CHECK_NODES = 64  # check_topologies compiles the address plan of topologies this small
+# Measurement parameters by type (the runners' defaults say little: many are None).
+_BOOL_PARAMS = ("cpu", "nodelay", "busy_poll", "overhead", "keep_samples")
+_NODE_PARAMS = ("client", "server")
+_POS_INT_PARAMS = {"count": 10_000_000, "streams": 128}
+_SIZE_PARAMS = ("frame_size", "ip_payload", "size", "length")
+_POS_NUM_PARAMS = {"duration": 3600.0, "interval": 60.0, "resolution": 1.0, "drain_s": 60.0,
+                   "max_late_ms": 60_000.0}
+_RATE_PARAMS = ("rate", "max_rate")
+_STR_PARAMS = ("protocol", "direction", "test")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -118,7 +132,7 @@ def _as_list(v: Any) -> list[Any]:
 def _check_keys(d: Mapping[str, Any], allowed: Sequence[str], file: str, prefix: str) -> None:
     for k in d:
         if k not in allowed:
-            where = f"{prefix}.{k}" if prefix else k
+            where = f"{prefix}.{k}" if prefix else (k or '""')
             raise SpecError(file, where, "unknown key", ", ".join(allowed))
 
 
@@ -166,12 +180,9 @@ def load_experiment(path: str | Path, profile: str = "full") -> Experiment:
     file = str(path)
     if profile not in PROFILES:
         raise UsageError(f"no profile {profile!r}", hint="full or quick")
-    try:
-        raw = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SpecError(file, "", "no such experiment file", "experiments/*.toml") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(file, "", f"not valid TOML: {exc}", "TOML syntax") from None
+    from testbed.topology import read_toml
+
+    raw = read_toml(Path(path), "experiment", "experiments/*.toml")
     return experiment_from_dict(raw, file=file, profile=profile)
 
 
@@ -183,7 +194,7 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
         raise SpecError(file, "name", "must be a non-empty string")
     if "topology" not in raw:
         raise SpecError(file, "topology", "missing", "a topology name such as chain")
-    topology = [str(t) for t in _as_list(raw["topology"])]
+    topology = _names(raw["topology"], file, "topology")
     params = _table(raw, "params", file)
     sweep = _table(raw, "sweep", file)
     reps = raw.get("repetitions", 1)
@@ -201,9 +212,13 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                                 ", ".join(meas_raw))
             if not isinstance(over, dict):
                 raise SpecError(file, f"quick.measurements.{mname}", "must be a table")
+            if not isinstance(meas_raw[mname], dict):
+                raise SpecError(file, f"measurements.{mname}", "must be a table",
+                                f"[measurements.{mname}] with kind = ...")
             meas_raw[mname] = {**meas_raw[mname], **over}
-    if not isinstance(reps, int) or reps < 1:
-        raise SpecError(file, "repetitions", f"{reps!r} must be a positive integer")
+    if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= MAX_REPETITIONS:
+        raise SpecError(file, "repetitions", f"{reps!r} is not a repetition count",
+                        f"an integer from 1 to {MAX_REPETITIONS}")
     if not meas_raw:
         raise SpecError(file, "measurements", "no measurements", "[measurements.NAME] tables")
 
@@ -214,7 +229,7 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
         if not values:
             raise SpecError(file, f"sweep.{k}", "an empty list sweeps nothing")
         if k == "topology":
-            topology = [str(t) for t in values]
+            topology = _names(values, file, "sweep.topology")
         elif k.startswith("topology."):
             topo_sweep[k] = values
         else:
@@ -236,6 +251,12 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                 raise SpecError(file, f"{key}.{k}", "an empty list sweeps nothing")
         # validate each value a sweep can take, with the first of every other sweep
         fixed = {k: v for k, v in given.items() if k not in own_sweep}
+        for k, v in given.items():
+            for i, one in enumerate(own_sweep.get(k, [v])):
+                _check_param_type(k, one, file, f"{key}.{k}" + (f"[{i}]" if k in own_sweep else ""))
+        for k, vals in meas_sweep.items():
+            for i, one in enumerate(vals):
+                _check_param_type(k, one, file, f"sweep.{k}[{i}]")
         accepted = set(runners.KINDS[kind].params) if kind in runners.KINDS else set()
         relevant = {k: v for k, v in meas_sweep.items() if k in accepted}
         for k, vals in {**relevant, **own_sweep}.items():
@@ -258,16 +279,176 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                 raise SpecError(file, f"{key}.where.{wk}", "unknown key",
                                 "topology or topology.<param>")
             where[wk] = _as_list(wv)
+            for i, one in enumerate(where[wk]):
+                if isinstance(one, list | dict):
+                    raise SpecError(file, f"{key}.where.{wk}[{i}]", "must be a plain value",
+                                    "a string, number or boolean")
         measurements.append(MeasurementSpec(mname, kind, merged, own_sweep, where))
     for k in meas_sweep:
         if not any(k in runners.KINDS[m.kind].params for m in measurements):
             raise SpecError(file, f"sweep.{k}", "no measurement of this experiment takes it",
                             "topology, topology.<param>, or a parameter of a measurement")
-    return Experiment(
-        name=name, file=file, profile=profile, description=str(raw.get("description", "")),
+    for k, v in params.items():
+        if isinstance(v, list | dict):
+            raise SpecError(file, f"params.{k}", "must be a plain value",
+                            "a string, number or boolean (a list belongs in [sweep])")
+    for k, vals in topo_sweep.items():
+        for i, v in enumerate(vals):
+            if isinstance(v, list | dict):
+                raise SpecError(file, f"sweep.{k}[{i}]", "must be a plain value",
+                                "a string, number or boolean")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError(file, "description", "must be a string", "a line of text")
+    exp = Experiment(
+        name=name, file=file, profile=profile, description=description,
         topology=topology, params=params, topo_sweep=topo_sweep, meas_sweep=meas_sweep,
         repetitions=reps, measurements=measurements, raw=dict(raw),
     )
+    total = count_trials(exp)
+    if total > MAX_TRIALS:
+        raise SpecError(file, "repetitions" if reps > 1 else "sweep",
+                        f"{total} trials: more than {MAX_TRIALS}",
+                        "fewer sweep values or repetitions (or split the experiment)")
+    return exp
+
+
+def _names(value: Any, file: str, key: str) -> list[str]:
+    """A topology name or a list of them (strings only)."""
+    values = _as_list(value)
+    if not values:
+        raise SpecError(file, key, "an empty list names no topology", "e.g. \"chain\"")
+    for i, v in enumerate(values):
+        if not isinstance(v, str) or not v:
+            where = f"{key}[{i}]" if isinstance(value, list) else key
+            raise SpecError(file, where, f"not a topology name: {v!r}",
+                            "a name in topologies/ (e.g. \"chain\") or a path")
+    return list(values)
+
+
+def _check_param_type(name: str, v: Any, file: str, key: str) -> None:
+    """Type and range of one measurement parameter value (the runner would crash on others)."""
+    def bad(allowed: str) -> SpecError:
+        return SpecError(file, key, f"bad value {v!r}", allowed)
+
+    is_num = isinstance(v, int | float) and not isinstance(v, bool)
+    if name in _BOOL_PARAMS and not isinstance(v, bool):
+        raise bad("true or false")
+    if name in _NODE_PARAMS and not isinstance(v, str):
+        raise bad("a node name such as \"h1\"")
+    if name in _STR_PARAMS and not isinstance(v, str):
+        raise bad("a string")
+    if name == "cpu_processes" and (
+        not isinstance(v, list) or not all(isinstance(x, str) for x in v)
+    ):
+        raise bad("a list of program names, e.g. [\"tayga\"]")
+    if name in _POS_INT_PARAMS and not (
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _POS_INT_PARAMS[name]
+    ):
+        raise bad(f"an integer from 1 to {_POS_INT_PARAMS[name]}")
+    if name in _SIZE_PARAMS and v is not None and not (
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65535
+    ):
+        raise bad("a size in bytes from 1 to 65535")
+    if name in _POS_NUM_PARAMS and v is not None and not (
+        is_num and math.isfinite(v) and 0 < v <= _POS_NUM_PARAMS[name]
+    ):
+        raise bad(f"a number above 0 and at most {_POS_NUM_PARAMS[name]:g}")
+    if name == "ratio" and v is not None and not _is_ratio(v):
+        raise bad("IPv4/IPv6 percentages such as \"100/0\", \"90/10\", \"50/50\"")
+    if name in _RATE_PARAMS and v is not None:
+        from testbed.topology import parse_rate
+
+        parse_rate(v, file, key)
+    if is_num and not math.isfinite(v):
+        raise bad("a finite number")
+
+
+def _is_ratio(v: Any) -> bool:
+    if not isinstance(v, str) or v.count("/") != 1:
+        return False
+    try:
+        a, b = (float(x) for x in v.split("/"))
+    except ValueError:
+        return False
+    return math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 and a + b > 0
+
+
+def count_trials(exp: Experiment) -> int:
+    """How many trials plan(exp) yields, computed without listing them."""
+    total = 0
+    points = 0
+    for tp in _iter_topology_points(exp):
+        points += 1
+        if points > MAX_TOPOLOGY_POINTS:
+            raise SpecError(exp.file, "sweep", f"more than {MAX_TOPOLOGY_POINTS} topologies "
+                            "to build", "fewer topology sweep values")
+        for m in exp.measurements:
+            if not m.applies(tp):
+                continue
+            accepted = runners.KINDS[m.kind].params
+            sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
+            total += math.prod(len(v) for v in sweeps.values()) * exp.repetitions
+            if total > MAX_TRIALS:
+                return total
+    return total
+
+
+def check_topologies(exp: Experiment) -> None:
+    """Load and compile every topology point (pure), and check each measurement's nodes.
+
+    Both `testbed run` and `testbed run --dry-run` call this before anything else, so
+    the dry run refuses exactly what the real run would."""
+    from testbed.plan import compile_plan
+    from testbed.topology import load_topology
+
+    base = Path(exp.file).resolve()
+    for tp in _iter_topology_points(exp):
+        try:
+            path = find_topology(tp.topology, base)
+        except SpecError as exc:
+            key = "sweep.topology" if "topology" in tp.swept else "topology"
+            raise SpecError(exp.file, key, exc.problem, exc.allowed) from None
+        overrides = {k: _param_text(v) for k, v in tp.params.items()}
+        try:
+            topo = load_topology(path, overrides)
+            if len(topo.nodes) <= COMPILE_CHECK_NODES:  # larger plans take seconds: at build
+                compile_plan(topo, "check", netem_available=True)
+        except SpecError as exc:
+            raise SpecError(exp.file, _param_key(exc, tp, path, overrides),
+                            f"topology {tp.label}: {exc.key or '(file)'}: {exc.problem}",
+                            exc.allowed) from None
+        for m in exp.measurements:
+            if not m.applies(tp):
+                continue
+            for role in _NODE_PARAMS:
+                node = m.params.get(role)
+                if isinstance(node, str) and node not in topo.node_names:
+                    raise SpecError(exp.file, f"measurements.{m.name}.{role}",
+                                    f"no node {node!r} in topology {tp.label}",
+                                    ", ".join(topo.node_names))
+
+
+def _param_key(exc: SpecError, tp: TopologyPoint, path: Path, overrides: dict[str, str]
+               ) -> str:
+    """The experiment's key for a topology error caused by one of its parameters: the one
+    named by the error, else the one without which the error goes away."""
+    from testbed.topology import load_topology
+
+    name = exc.key.split(".", 1)[1] if exc.key.startswith("params.") else None
+    if name is None:
+        swept_first = sorted(overrides, key=lambda k: f"topology.{k}" not in tp.swept)
+        for k in swept_first:
+            try:
+                load_topology(path, {kk: v for kk, v in overrides.items() if kk != k})
+            except SpecError as other:
+                if (other.key, other.problem) == (exc.key, exc.problem):
+                    continue
+            name = k
+            break
+    if name is not None:
+        return f"sweep.topology.{name}" if f"topology.{name}" in tp.swept else f"params.{name}"
+    return "sweep.topology" if "topology" in tp.swept else "topology"
 
 
 # --- expansion --------------------------------------------------------------------------------
@@ -279,21 +460,27 @@ def _product(d: Mapping[str, list[Any]]) -> Iterator[dict[str, Any]]:
         yield dict(zip(keys, combo, strict=True))
 
 
-def topology_points(exp: Experiment) -> list[TopologyPoint]:
-    pts = []
+def _iter_topology_points(exp: Experiment) -> Iterator[TopologyPoint]:
     for topo in exp.topology:
         for combo in _product(exp.topo_sweep):
             params = dict(exp.params)
             params.update({k.split(".", 1)[1]: v for k, v in combo.items()})
             swept = ({"topology": topo} if len(exp.topology) > 1 else {}) | combo
-            pts.append(TopologyPoint(topo, params, swept))
-    return pts
+            yield TopologyPoint(topo, params, swept)
+
+
+def topology_points(exp: Experiment) -> list[TopologyPoint]:
+    return list(_iter_topology_points(exp))
 
 
 def plan(exp: Experiment) -> list[TrialPlan]:
     """Every trial, grouped by topology point so each topology is built once."""
-    out = []
-    for tp in topology_points(exp):
+    return list(iter_plan(exp))
+
+
+def iter_plan(exp: Experiment) -> Iterator[TrialPlan]:
+    """The trials of plan(exp), one at a time (the dry run prints them without a list)."""
+    for tp in _iter_topology_points(exp):
         for m in exp.measurements:
             if not m.applies(tp):
                 continue
@@ -304,8 +491,7 @@ def plan(exp: Experiment) -> list[TrialPlan]:
                 point = {"topology": tp.topology, **{f"topology.{k}": v for k, v in
                                                      sorted(tp.params.items())}, **combo}
                 for rep in range(exp.repetitions):
-                    out.append(TrialPlan(tp, m, params, point, rep))
-    return out
+                    yield TrialPlan(tp, m, params, point, rep)
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -349,7 +535,11 @@ def run_experiment(
     run_trial: Callable[[Any, TrialPlan, runners.Context], runners.Measured] | None = None,
 ) -> RunSummary:
     """Run every trial of `exp`, storing each in `db` as it finishes; with `resume`, continue
-    the last unfinished run of the same experiment and profile, skipping its finished trials."""
+    the last unfinished run of the same experiment and profile, skipping its finished trials.
+
+    A database that cannot be written (disk full, removed, locked) stops the run with a
+    StoreError; every trial committed before stays, and `--resume` continues from there."""
+    check_topologies(exp)
     trials = plan(exp)
     ctx = ctx or runners.Context()
     base = Path(exp.file).resolve()
@@ -358,7 +548,7 @@ def run_experiment(
         return runners.KINDS[t.measurement.kind].runner(tb, t.params, c)
 
     do_trial = run_trial or default_trial
-    with closing(results.connect(db)) as con:
+    with closing(results.connect(db)) as con, _store_errors(con, db, exp):
         run_id = results.unfinished_run(con, exp.name, exp.profile) if resume else None
         if run_id is None:
             run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
@@ -401,6 +591,26 @@ def run_experiment(
             results.finish_run(con, run_id)
         return RunSummary(run_id, len(trials), len(trials) - len(todo), len(todo) - failed,
                           failed, db)
+
+
+@contextmanager
+def _store_errors(con: Any, db: Path, exp: Experiment) -> Iterator[None]:
+    """A SQLite error while running (disk full, file removed) becomes a StoreError that says
+    how many trials are kept and how to resume."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        try:
+            run_id = results.unfinished_run(con, exp.name, exp.profile)
+            kept = f"the {len(results.done_keys(con, run_id))} trials" if run_id else "the trials"
+        except sqlite3.Error:
+            kept = "the trials"
+        quick = " --quick" if exp.profile == "quick" else ""
+        raise results.store_error(
+            db, exc, "storing a trial failed",
+            hint=f"{kept} stored before are kept; fix the cause, then continue with: "
+            f"testbed run {exp.file}{quick} --resume --db {db}",
+        ) from None
 
 
 def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc: Any,

@@ -36,13 +36,43 @@ def netns_exists(name: str) -> bool:
     return (NETNS_DIR / name).exists()
 
 
+CLONE_NEWNET = 0x40000000
+_libc: Any = None
+
+
 def create_netns(name: str) -> None:
+    """Create the named namespace from this thread (unshare, bind-mount, setns back).
+
+    pyroute2's netns.create forks a helper for this; a fork is where a Ctrl-C used to be
+    lost (inside the fork hooks) and where a signal to the process group kills the helper
+    halfway, so testbed does the same three steps in-process."""
     if netns_exists(name):
         raise KernelError("create namespace", name, errno.EEXIST)
     try:
-        netns.create(name)
+        _create_here(name)
     except OSError as exc:
         raise KernelError("create namespace", name, exc.errno or 0, str(exc)) from None
+
+
+def _create_here(name: str) -> None:
+    import ctypes
+
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    back = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        if _libc.unshare(CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+        try:
+            netns._create(name, _libc, pid="thread-self")  # mkdir, shared mount, bind
+        finally:
+            if _libc.setns(back, CLONE_NEWNET) != 0:  # back to where this thread was
+                err = ctypes.get_errno()
+                raise KernelError("return to the original namespace from", name, err)
+    finally:
+        os.close(back)
 
 
 def remove_netns(name: str) -> None:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.addressing import AddressPlan, plan_addresses
 from testbed.shaping import Qdisc, qdisc_for
-from testbed.topology import Topology
+from testbed.topology import NODE_NAME, Topology
 
 NS_PREFIX = "tb-"
 IFINDEX_BASE = 100
+MAX_HOPS = 255  # TTL and hop limit of packets the nodes send (the most IPv4/IPv6 allow)
 
 
 def netns_name(run: str, node: str) -> str:
     return f"{NS_PREFIX}{run}-{node}"
+
+
+def run_namespaces(run: str, names: Iterable[str]) -> list[str]:
+    """Those of `names` that are run `run`'s by name: tb-RUN-NODE with a valid node name
+    (run names have no '-', so tb-a-h1 is never run `a-b`'s; tb-probe-PID has digits)."""
+    prefix = f"{NS_PREFIX}{run}-"
+    return [n for n in names if n.startswith(prefix) and NODE_NAME.fullmatch(n[len(prefix) :])]
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,10 @@ def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
             ("net.ipv6.conf.default.accept_dad", "0"),
             ("net.ipv6.conf.default.dad_transmits", "0"),
             ("net.ipv6.icmp.ratelimit", "0"),
+            # hop limit 255 (kernel default 64): a chain of up to 250 routers is crossable;
+            # `default` is read when the node's veths are created, after these sysctls
+            ("net.ipv6.conf.all.hop_limit", str(MAX_HOPS)),
+            ("net.ipv6.conf.default.hop_limit", str(MAX_HOPS)),
         ]
     else:
         values += [
@@ -138,7 +151,7 @@ def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
             ("net.ipv6.conf.default.disable_ipv6", "1"),
         ]
     if 4 in n.families:
-        values += [("net.ipv4.icmp_ratelimit", "0")]
+        values += [("net.ipv4.icmp_ratelimit", "0"), ("net.ipv4.ip_default_ttl", str(MAX_HOPS))]
     if n.role == "router":
         if 4 in n.families:
             values.append(("net.ipv4.ip_forward", "1"))

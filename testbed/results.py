@@ -110,10 +110,47 @@ def _set_wal(con: sqlite3.Connection, deadline_s: float = 30.0) -> None:
             time.sleep(0.02)
 
 
+class StoreError(UsageError):
+    """The results database cannot be opened or written (path, permissions, not SQLite, full)."""
+
+
+def store_error(path: Path, exc: BaseException, doing: str, hint: str | None = None) -> StoreError:
+    """One clear message for an OS or SQLite error on the results database at `path`."""
+    text = str(exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+    if hint is None:
+        if isinstance(exc, sqlite3.OperationalError) and "full" in text:
+            hint = "free some space (or pass another --db)"
+        elif isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+            hint = "that file is not a testbed results database: pass another --db"
+        else:
+            hint = "pass --db with a writable file path, e.g. --db results/mine.sqlite"
+    return StoreError(f"results database {path}: {doing}: {text}", hint=hint)
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) a results database; refuse one with a newer schema."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(str(path), timeout=30.0)
+    """Open (creating if needed) a results database; refuse one with a newer schema.
+
+    Every OS or SQLite error becomes a StoreError naming the path (exit 2)."""
+    try:
+        if path.is_dir():
+            raise StoreError(
+                f"results database {path}: is a directory",
+                hint=f"pass a file path, e.g. --db {path / 'testbed.sqlite'}",
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(str(path), timeout=30.0)
+    except (OSError, sqlite3.Error) as exc:
+        raise store_error(path, exc, "cannot open it") from None
+    try:
+        return _prepare(con, path)
+    except BaseException as exc:
+        con.close()
+        if isinstance(exc, OSError | sqlite3.Error):
+            raise store_error(path, exc, "cannot open it") from None
+        raise
+
+
+def _prepare(con: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     con.row_factory = sqlite3.Row
     _set_wal(con)
     con.execute("PRAGMA synchronous=FULL")
@@ -126,7 +163,6 @@ def connect(path: Path) -> sqlite3.Connection:
         )
         row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     if row is not None and int(row["value"]) > SCHEMA_VERSION:
-        con.close()
         raise UsageError(
             f"{path}: results schema version {row['value']} is newer than this testbed's "
             f"({SCHEMA_VERSION})",

@@ -88,9 +88,12 @@ def load(name: str) -> RunRecord | None:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
         return None
-    return RunRecord(**data)
+    try:
+        return RunRecord(**data)
+    except TypeError:  # not a record written by this testbed
+        return None
 
 
 def all_records() -> list[RunRecord]:

@@ -6,17 +6,15 @@ import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 
-from testbed import capabilities, netlink, processes, state
+from testbed import capabilities, netlink, processes, signals, state
 from testbed.errors import KernelError, TestbedError, UsageError
 from testbed.plan import (
     AddAddress,
@@ -29,17 +27,12 @@ from testbed.plan import (
     SetQdisc,
     SetSysctls,
     compile_plan,
+    run_namespaces,
 )
 from testbed.shaping import MIN_WIRE_FRAME, WIRE_OVERHEAD
 from testbed.topology import Topology
 
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived; raised so that every undo runs before the process exits."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+Interrupted = signals.Interrupted  # SIGINT or SIGTERM, raised where every undo can run
 
 
 class TeardownError(TestbedError):
@@ -76,7 +69,8 @@ class Testbed:
         self.record: state.RunRecord | None = None
         self._journal: list[tuple[str, Any]] = []
         self._handles: dict[str, netlink.Netns] = {}
-        self._old_handlers: dict[int, Any] = {}
+        self._signals = signals.Guard()
+        self._mode_before = "raise"
         self._progress = progress
         self.build_seconds = 0.0
         # Filled by testbed.mechanisms: (node, family) -> the address peers use to reach the
@@ -91,10 +85,17 @@ class Testbed:
     # ------------------------------------------------------------------ context manager
 
     def __enter__(self) -> Testbed:
+        # Signals during the build only set a flag, checked between actions (never raised
+        # inside pyroute2's callbacks or fork hooks); every object is in the journal and the
+        # run record before it is created, so whatever was interrupted can be removed.
         self._owner_pid = os.getpid()
-        self._install_signal_handlers()
+        self._signals.open()
+        self._mode_before = signals.set_mode("defer")
         try:
             self.build()
+            if not self.keep:
+                signals.set_mode(self._mode_before)  # the body may be interrupted as usual
+            signals.check()
         except BaseException as exc:
             if os.getpid() != self._owner_pid:
                 raise
@@ -103,7 +104,12 @@ class Testbed:
             except TestbedError as cleanup:
                 exc.add_note(f"while cleaning up after it: {cleanup}")
             finally:
-                self._restore_signal_handlers()
+                signals.set_mode(self._mode_before)
+            try:
+                if not isinstance(exc, KeyboardInterrupt):
+                    signals.check()  # a failure caused by the signal (a child killed by it)
+            finally:
+                self._signals.close()
             raise
         return self
 
@@ -112,8 +118,9 @@ class Testbed:
     ) -> None:
         if os.getpid() != self._owner_pid:
             return
+        signals.set_mode("defer")
         try:
-            if self.keep and et is None:
+            if self.keep and et is None and signals.pending() is None:
                 assert self.record is not None
                 self.record.state = "up"
                 self.record.pid = 0
@@ -123,28 +130,12 @@ class Testbed:
             else:
                 self.teardown()
         finally:
-            self._restore_signal_handlers()
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        owner = self._owner_pid
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            if os.getpid() != owner:  # a forked child (pyroute2's netns helper): die as asked
-                signal.signal(signum, signal.SIG_DFL)
-                os.kill(os.getpid(), signum)
-                return
-            raise Interrupted(signum)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old_handlers[sig] = signal.signal(sig, handler)
-
-    def _restore_signal_handlers(self) -> None:
-        for sig, old in self._old_handlers.items():
-            signal.signal(sig, old)
-        self._old_handlers.clear()
+            signals.set_mode(self._mode_before)
+            try:
+                if et is None:
+                    signals.check()  # interrupted while tearing down: still an interrupt
+            finally:
+                self._signals.close()
 
     # ------------------------------------------------------------------ build
 
@@ -200,14 +191,17 @@ class Testbed:
         self._say(f"building {topo.name} as run {name}: {len(plan.actions)} actions")
         try:
             for action in plan.actions:
+                signals.check()  # a signal since the last action: stop here, undo it all
                 self._apply(action)
             self._wait_ready()
         finally:
             self._close_handles()
+        signals.check()
         if topo.mechanism:
             from testbed.mechanisms import apply_mechanism
 
             apply_mechanism(self)
+            signals.check()
         self.record.state = "active"
         self.record.save()
         self.build_seconds = time.monotonic() - start
@@ -233,6 +227,7 @@ class Testbed:
             pending = {ns: pending[ns] for ns in waiting}
             if not pending:
                 return
+            signals.check()
             if time.monotonic() > deadline:
                 where = "; ".join(f"{ns}: {', '.join(v)}" for ns, v in waiting.items())
                 raise KernelError("bring up interfaces (carrier and IPv6 link-local)", where, 110)
@@ -252,15 +247,17 @@ class Testbed:
 
     def _apply(self, action: Any) -> None:
         if isinstance(action, CreateNamespace):
-            netlink.create_netns(action.ns)
+            # journalled first: a namespace half-created when the process is stopped (or
+            # when creation fails midway) is still removed by teardown
             self._journal.append(("netns", action.ns))
+            netlink.create_netns(action.ns)
         elif isinstance(action, SetSysctls):
             netlink.set_sysctls(action.ns, dict(action.values))
         elif isinstance(action, AddVeth):
+            self._journal.append(("link", (action.ns_a, action.if_a)))
             self._handle(action.ns_a).add_veth(
                 action.if_a, action.ns_b, action.if_b, action.mtu, action.index_a, action.index_b
             )
-            self._journal.append(("link", (action.ns_a, action.if_a)))
         elif isinstance(action, AddAddress):
             self._handle(action.ns).add_address(action.ifname, action.cidr)
         elif isinstance(action, LinkUp):
@@ -318,10 +315,7 @@ class Testbed:
         """Undo everything in reverse order, each step guarded; report the ones that failed."""
         if not self._journal or os.getpid() != self._owner_pid:
             return
-        mask = {signal.SIGINT, signal.SIGTERM}
-        main = threading.current_thread() is threading.main_thread()
-        if main:
-            signal.pthread_sigmask(signal.SIG_BLOCK, mask)
+        old_mode = signals.set_mode("defer")  # a second Ctrl-C only notes itself meanwhile
         failures: list[str] = []
         # Removing a namespace removes its links, addresses, routes and qdiscs with it, so
         # those undos are folded into the removal of a namespace this run created.
@@ -337,10 +331,7 @@ class Testbed:
                     failures.append(f"{kind} {obj!r}: {exc}")
             self._close_handles()
         finally:
-            if main:
-                while signal.sigtimedwait(mask, 0) is not None:
-                    pass  # a second Ctrl-C while cleaning up: already being handled
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, mask)
+            signals.set_mode(old_mode)
         if failures:
             raise TeardownError(
                 "some cleanup steps failed:\n  " + "\n  ".join(failures),
@@ -370,6 +361,10 @@ class Testbed:
         elif kind == "scratch":
             shutil.rmtree(obj, ignore_errors=True)
         elif kind == "record":
+            # whatever carries the run's name prefix is this run's, journalled or not
+            for ns in run_namespaces(obj.name, netlink.list_netns()):
+                remove_namespace(ns)
+            shutil.rmtree(state.scratch_dir(obj.name), ignore_errors=True)
             obj.remove()
 
     # ------------------------------------------------------------------ use
@@ -475,7 +470,10 @@ def remove_namespace(ns: str) -> None:
 def remove_run(record: state.RunRecord) -> list[str]:
     """Remove every namespace (and its processes) of a recorded run, then its record."""
     removed = []
-    for ns in record.namespaces.values():
+    names = set(record.namespaces.values()) | set(
+        run_namespaces(record.name, netlink.list_netns())
+    )
+    for ns in sorted(names):
         if netlink.netns_exists(ns):
             remove_namespace(ns)
             removed.append(ns)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -25,6 +26,15 @@ MTU_MIN_V6 = 1280
 MTU_MAX = 65535
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,14}$")
 PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# Sane ranges: a rate outside them rounds to 0 bit/s or overflows the kernel's tbf/netem
+# fields; a delay beyond a minute is not a network path this testbed models.
+RATE_MIN_BPS = 1e3
+RATE_MAX_BPS = 100e9
+DURATION_MAX_S = 60.0
+DURATION_MIN_S = 1e-6  # a positive delay below 1 us rounds to 0 in tc
+MAX_NESTING = 16  # tables/arrays deeper than this are refused (no topology needs more than 4)
+MAX_FILE_BYTES = 1 << 20
+MAX_CHAIN_ROUTERS = 250  # nodes send with TTL/hop limit 255 (plan.MAX_HOPS): 250 are crossable
 
 _TOP_KEYS = {
     "name",
@@ -197,9 +207,11 @@ def parse_rate(value: Any, file: str, key: str) -> float | None:
     if isinstance(value, bool):
         raise SpecError(file, key, f"rate must not be a boolean ({value!r})", allowed)
     if isinstance(value, int | float):
-        if value <= 0:
-            raise SpecError(file, key, f"rate must be above zero, got {value!r}", allowed)
-        return float(value) * 1e6
+        if not math.isfinite(value) or value <= 0:
+            raise SpecError(
+                file, key, f"rate must be a finite number above zero, got {value!r}", allowed
+            )
+        return _rate_in_range(float(value) * 1e6, value, file, key, allowed)
     if isinstance(value, str):
         text = value.strip().lower()
         if text in RATE_PRESETS:
@@ -220,25 +232,45 @@ def parse_rate(value: Any, file: str, key: str) -> float | None:
             }[unit]
             if number <= 0:
                 raise SpecError(file, key, f"rate must be above zero, got {value!r}", allowed)
-            return number * mult
+            return _rate_in_range(number * mult, value, file, key, allowed)
     raise SpecError(file, key, f"not a rate: {value!r}", allowed)
+
+
+def _rate_in_range(bps: float, value: Any, file: str, key: str, allowed: str) -> float:
+    if not RATE_MIN_BPS <= bps <= RATE_MAX_BPS:
+        raise SpecError(
+            file,
+            key,
+            f"rate {value!r} is {bps:.6g} bit/s, outside what the kernel's shapers take",
+            f"{RATE_MIN_BPS:.0f} bit/s (1kbit) to {RATE_MAX_BPS:.0f} bit/s (100gbit); " + allowed,
+        )
+    return bps
 
 
 def parse_duration(value: Any, file: str, key: str) -> float:
     """A duration: a number of milliseconds or a string like '5ms', '200us', '1s'; returns s."""
-    allowed = "a number of milliseconds >= 0, or a string like '5ms', '250us', '1s'"
+    allowed = (
+        "0, or from 1 us to 60 s: a number of milliseconds, or a string like '5ms', '250us', '1s'"
+    )
+    seconds: float | None = None
     if isinstance(value, bool):
         raise SpecError(file, key, f"not a duration: {value!r}", allowed)
     if isinstance(value, int | float):
-        if value < 0:
-            raise SpecError(file, key, f"duration must not be negative: {value!r}", allowed)
-        return float(value) / 1e3
-    if isinstance(value, str):
+        if not math.isfinite(value) or value < 0:
+            raise SpecError(
+                file, key, f"duration must be a finite number >= 0, got {value!r}", allowed
+            )
+        seconds = float(value) / 1e3
+    elif isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|µs|ns)?\s*", value.lower())
         if m:
             mult = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}[m.group(2) or "ms"]
-            return float(m.group(1)) * mult
-    raise SpecError(file, key, f"not a duration: {value!r}", allowed)
+            seconds = float(m.group(1)) * mult
+    if seconds is None:
+        raise SpecError(file, key, f"not a duration: {value!r}", allowed)
+    if seconds != 0 and not DURATION_MIN_S <= seconds <= DURATION_MAX_S:
+        raise SpecError(file, key, f"duration {value!r} is out of range", allowed)
+    return seconds
 
 
 def parse_loss(value: Any, file: str, key: str) -> float:
@@ -259,7 +291,7 @@ def parse_loss(value: Any, file: str, key: str) -> float:
 def _check_keys(table: Mapping[str, Any], allowed: set[str], file: str, key: str) -> None:
     for k in table:
         if k not in allowed:
-            where = f"{key}.{k}" if key else k
+            where = f"{key}.{k}" if key else (k or '""')
             raise SpecError(file, where, f"unknown key '{k}'", ", ".join(sorted(allowed)))
 
 
@@ -321,18 +353,73 @@ def _substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> A
 # ---------------------------------------------------------------------------- loading
 
 
+def read_toml(path: Path, what: str, example: str) -> dict[str, Any]:
+    """Read a TOML file, refusing cleanly what is missing, unreadable, too large, not UTF-8,
+    not TOML or nested deeper than any testbed file needs (raises SpecError, exit 2)."""
+    file = str(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError(file, "", f"no such {what} file", example) from None
+    except IsADirectoryError:
+        raise SpecError(file, "", f"is a directory, not a {what} file", example) from None
+    except OSError as exc:
+        raise SpecError(file, "", f"cannot read it: {exc.strerror or exc}", example) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SpecError(file, "", f"larger than {MAX_FILE_BYTES} bytes", f"a {what} file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SpecError(
+            file, "", f"not UTF-8 text (byte {exc.start}, line {line})", "a UTF-8 TOML file"
+        ) from None
+    if _bracket_depth(text) > 4 * MAX_NESTING:
+        raise SpecError(file, "", f"nested deeper than {MAX_NESTING} levels", "flatter TOML")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(file, "", f"not valid TOML: {exc}", "TOML syntax") from None
+    except RecursionError:
+        raise SpecError(file, "", "nested too deeply to read", "flatter TOML") from None
+    key = _too_deep(raw)
+    if key is not None:
+        raise SpecError(file, key, f"nested deeper than {MAX_NESTING} levels", "flatter TOML")
+    return raw
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest run of opening brackets/braces (a cheap guard before the parser recurses)."""
+    depth = best = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return best
+
+
+def _too_deep(value: Any) -> str | None:
+    """The key path of the first value nested deeper than MAX_NESTING, if any."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        v, key, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return key or "(top level)"
+        if isinstance(v, dict):
+            stack.extend((x, f"{key}.{k}" if key else str(k), depth + 1) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{key}[{i}]", depth + 1) for i, x in enumerate(v))
+    return None
+
+
 def load_topology(path: str | Path, overrides: Mapping[str, str] | None = None) -> Topology:
     """Read, parameterise and validate a topology file. Raises SpecError; creates nothing."""
     p = Path(path)
     file = str(path)
-    try:
-        raw = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise SpecError(
-            file, "", "no such topology file", "a path such as topologies/chain.toml"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(file, "", f"not valid TOML: {exc}", "TOML syntax") from None
+    raw = read_toml(p, "topology", "a path such as topologies/chain.toml")
     return topology_from_dict(raw, file=file, overrides=overrides or {}, default_name=p.stem)
 
 
@@ -367,7 +454,9 @@ def topology_from_dict(
     name = body.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise SpecError(file, "name", "must be a non-empty string", "a name like 'chain'")
-    description = str(body.get("description", ""))
+    description = body.get("description", "")
+    if not isinstance(description, str):
+        raise SpecError(file, "description", "must be a string", "a line of text")
 
     defaults = body.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -411,14 +500,14 @@ def topology_from_dict(
     pool6 = _network(addressing.get("ipv6", "2001:2::/48"), 6, file, "addressing.ipv6")
     plen4 = addressing.get("ipv4_prefixlen", 24)
     plen6 = addressing.get("ipv6_prefixlen", 64)
-    if not isinstance(plen4, int) or not pool4.prefixlen <= plen4 <= 30:
+    if isinstance(plen4, bool) or not isinstance(plen4, int) or not pool4.prefixlen <= plen4 <= 30:
         raise SpecError(
             file,
             "addressing.ipv4_prefixlen",
             f"bad prefix length {plen4!r}",
             f"an integer from {pool4.prefixlen} to 30",
         )
-    if not isinstance(plen6, int) or not pool6.prefixlen <= plen6 <= 126:
+    if isinstance(plen6, bool) or not isinstance(plen6, int) or not pool6.prefixlen <= plen6 <= 126:
         raise SpecError(
             file,
             "addressing.ipv6_prefixlen",
@@ -430,6 +519,19 @@ def topology_from_dict(
     mechanism = body.get("mechanism", {})
     if not isinstance(mechanism, dict):
         raise SpecError(file, "mechanism", "must be a table", "see docs/topologies.md")
+    for k, v in mechanism.items():  # the mechanism parsers check meaning; here only shape
+        plain = isinstance(v, str | bool) or (
+            isinstance(v, int | float) and math.isfinite(v) and abs(v) < 2**63
+        )
+        if not plain and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+            raise SpecError(
+                file,
+                f"mechanism.{k}",
+                f"bad value {v!r}",
+                "a string, a number, true/false, or a list of strings",
+            )
+    if "kind" in mechanism and not isinstance(mechanism["kind"], str):
+        raise SpecError(file, "mechanism.kind", f"bad kind {mechanism['kind']!r}", "a string")
 
     topo = Topology(
         name=name,
@@ -461,10 +563,10 @@ def _load_nodes(raw: Any, defaults: Mapping[str, Any], file: str) -> list[Node]:
             raise SpecError(file, key, "must be a table", ", ".join(sorted(_NODE_KEYS)))
         _check_keys(spec, _NODE_KEYS, file, key)
         role = spec.get("role", "host")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise SpecError(file, f"{key}.role", f"unknown role {role!r}", ", ".join(ROLES))
         stack = spec.get("stack", defaults.get("stack", "dual"))
-        if stack not in STACKS:
+        if not isinstance(stack, str) or stack not in STACKS:
             raise SpecError(file, f"{key}.stack", f"unknown stack {stack!r}", ", ".join(STACKS))
         nodes.append(Node(name=name, role=role, stack=stack))
     return nodes
@@ -487,18 +589,28 @@ def _expand_chain(
     for end in ("from", "to"):
         if end not in chain:
             raise SpecError(file, f"{key}.{end}", "missing", "the name of a declared node")
-        if chain[end] not in names:
+        if not isinstance(chain[end], str) or chain[end] not in names:
             raise SpecError(
                 file, f"{key}.{end}", f"unknown node {chain[end]!r}", ", ".join(sorted(names))
             )
     count = chain.get("routers", 1)
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 250:
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_CHAIN_ROUTERS:
         raise SpecError(
-            file, f"{key}.routers", f"bad router count {count!r}", "an integer from 0 to 250"
+            file,
+            f"{key}.routers",
+            f"bad router count {count!r}",
+            f"an integer from 0 to {MAX_CHAIN_ROUTERS}",
         )
     prefix = chain.get("prefix", "r")
+    if not isinstance(prefix, str):
+        raise SpecError(
+            file,
+            f"{key}.prefix",
+            f"bad prefix {prefix!r}",
+            "a string such as 'r' (names r1, r2, ...)",
+        )
     stack = chain.get("stack", defaults.get("stack", "dual"))
-    if stack not in STACKS:
+    if not isinstance(stack, str) or stack not in STACKS:
         raise SpecError(file, f"{key}.stack", f"unknown stack {stack!r}", ", ".join(STACKS))
     new_nodes = []
     for i in range(1, count + 1):
@@ -556,7 +668,7 @@ def _load_link(
     jitter = parse_duration(merged.get("jitter", 0), file, f"{key}.jitter")
     loss = parse_loss(merged.get("loss", 0), file, f"{key}.loss")
     shaper = merged.get("shaping", "auto")
-    if shaper not in SHAPERS:
+    if not isinstance(shaper, str) or shaper not in SHAPERS:
         raise SpecError(file, f"{key}.shaping", f"unknown shaper {shaper!r}", ", ".join(SHAPERS))
     mtu = merged.get("mtu", 1500)
     carries_v6 = 6 in nodes[a].families and 6 in nodes[b].families
@@ -685,11 +797,16 @@ def _load_routes(raw: Any, names: set[str], file: str) -> list[Route]:
         for k in _ROUTE_KEYS:
             if k not in spec:
                 raise SpecError(file, f"{key}.{k}", "missing", ", ".join(sorted(_ROUTE_KEYS)))
-        if spec["node"] not in names:
+        if not isinstance(spec["node"], str) or spec["node"] not in names:
             raise SpecError(
                 file, f"{key}.node", f"unknown node {spec['node']!r}", ", ".join(sorted(names))
             )
         to = spec["to"]
+        for k in ("to", "via"):
+            if not isinstance(spec[k], str):
+                raise SpecError(
+                    file, f"{key}.{k}", f"must be a string, got {spec[k]!r}", "e.g. '198.18.5.0/24'"
+                )
         if to == "default":
             to = "0.0.0.0/0" if ":" not in str(spec["via"]) else "::/0"
         try:

@@ -8,8 +8,9 @@ import os
 import subprocess
 from typing import Any
 
-from testbed import capabilities, netlink, processes, state
+from testbed import capabilities, netlink, processes, signals, state
 from testbed.errors import UsageError
+from testbed.plan import run_namespaces
 from testbed.testbed import Testbed, progress_to_stderr, remove_run
 from testbed.topology import load_topology
 
@@ -85,10 +86,26 @@ def _require_root(what: str) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     _require_root("up")
     topo = load_topology(args.file, parse_sets(args.set))
-    with Testbed(topo, args.name, keep=True, progress=progress_to_stderr) as tb:
-        record = tb.record
-        assert record is not None
-        secs = tb.build_seconds
+    # A signal at any moment of `up` leaves nothing: during the build the Testbed undoes
+    # itself; after it (the run already marked "up", output being printed) the run is removed
+    # here. Exit 0 means the run is up; exit 130/143 means it is gone.
+    record: state.RunRecord | None = None
+    with signals.deferred():
+        try:
+            with Testbed(topo, args.name, keep=True, progress=progress_to_stderr) as tb:
+                record = tb.record
+                secs = tb.build_seconds
+            assert record is not None
+            _print_up(args, topo, record, secs)
+            signals.check()
+        except KeyboardInterrupt:
+            if record is not None and state.load(record.name) is not None:
+                remove_run(record)
+            raise
+    return 0
+
+
+def _print_up(args: argparse.Namespace, topo: Any, record: state.RunRecord, secs: float) -> None:
     if args.json:
         print(
             json.dumps(
@@ -111,7 +128,6 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"\nnext: testbed exec {topo.nodes[0].name} -- ping -c1 <address>   "
             f"|   testbed down {record.name}"
         )
-    return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -226,8 +242,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
         removed = remove_run(rec)
         cleaned += 1
         print(f"run {rec.name}: removed {len(removed)} namespaces and their processes")
-    known = {ns for r in state.all_records() for ns in r.namespaces.values()}
-    for ns in netlink.list_netns():
+    records = state.all_records()
+    present = netlink.list_netns()
+    known = {ns for r in records for ns in r.namespaces.values()}
+    known |= {ns for r in records for ns in run_namespaces(r.name, present)}
+    for ns in present:
         if ns.startswith("tb-probe-"):
             pid = ns.rsplit("-", 1)[-1]
             if pid.isdigit() and not state.pid_alive(int(pid)):

@@ -80,15 +80,23 @@ def _db(args: argparse.Namespace) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from testbed.experiment import find_experiment, load_experiment, plan, run_experiment
+    from testbed.experiment import (
+        check_topologies,
+        find_experiment,
+        iter_plan,
+        load_experiment,
+        run_experiment,
+    )
 
     path = find_experiment(args.experiment)
     exp = load_experiment(path, "quick" if args.quick else "full")
     if args.dry_run:
-        trials = plan(exp)
-        for t in trials:
+        check_topologies(exp)  # what the real run checks before it starts
+        n = 0
+        for t in iter_plan(exp):  # one at a time: never more in memory than is printed
             print(t.label)
-        print(f"{len(trials)} trials", file=sys.stderr)
+            n += 1
+        print(f"{n} trials", file=sys.stderr)
         return 0
     db = _db(args)
     summary = run_experiment(exp, db=db, resume=args.resume)
@@ -192,7 +200,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         rows = list(results.trials(con, experiment=args.experiment, run_id=args.run))
     text = results.export_csv(rows) if args.csv else results.export_json(rows)
     if args.output:
-        args.output.write_text(text)
+        try:
+            args.output.write_text(text)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot write {args.output}: {exc.strerror or exc}",
+                hint="pass -o with a file path in a writable folder that exists",
+            ) from None
         print(f"{len(rows)} trials written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
