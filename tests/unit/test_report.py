@@ -208,7 +208,7 @@ Built = tuple[Any, str, Tables, list[tuple[str, int]]]
 
 
 def test_every_figure_is_drawn_and_tabulated(built: Built) -> None:
-    rep, html, t, fake_claims = built
+    rep, html, t, _fake_claims = built
     figs = [f for s in rep.sections for f in s.figures]
     ids = {f.id for f in figs}
     assert {"gm-throughput-ethernet", "gm-owd-v4-ethernet", "gm-owd-v6-ethernet",
@@ -224,7 +224,7 @@ def test_every_figure_is_drawn_and_tabulated(built: Built) -> None:
 
 
 def test_gamess_throughput_numbers_and_model(built: Built) -> None:
-    rep, _html, t, fake_claims = built
+    rep, _html, t, _fake_claims = built
     fig = next(f for s in rep.sections for f in s.figures if f.id == "gm-throughput-ethernet")
     row = next(r for r in fig.rows if r.series == "IPv4" and r.x == 100)
     want = describe(GM_TPUT[(4, 100)])
@@ -240,7 +240,7 @@ def test_gamess_throughput_numbers_and_model(built: Built) -> None:
 
 
 def test_gamess_paper_tables_cell_by_cell(built: Built) -> None:
-    rep, _html, t, fake_claims = built
+    rep, _html, t, _fake_claims = built
     sec = next(s for s in rep.sections if s.paper == "gamess-morales")
     tabs = {pt.id: pt for pt in sec.paper_tables}
     assert list(tabs) == ["table-i", "table-ii", "table-iii", "table-iv", "table-v", "table-vi"]
@@ -263,7 +263,7 @@ def test_gamess_paper_tables_cell_by_cell(built: Built) -> None:
 
 
 def test_environments_never_mix(built: Built) -> None:
-    rep, _html, _t, fake_claims = built
+    rep, _html, _t, _fake_claims = built
     fig = next(f for s in rep.sections for f in s.figures if f.id == "gm-owd-v4-ethernet")
     zero = [r for r in fig.rows if r.series.startswith("0 routers") and r.x == 100]
     assert sorted((r.n, r.mean) for r in zero) == [(1, 160.0), (2, 120.5)]
