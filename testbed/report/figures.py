@@ -446,8 +446,9 @@ def draw(fig: Figure, out: Path) -> None:
             xs = [_num(r.x) for r in rs]
             ys = [r.mean for r in rs]
             yerr = [[r.mean - r.ci_low for r in rs], [r.ci_high - r.mean for r in rs]]
+            # with a model the points stand alone (the model draws the shape between them)
             ax.errorbar(xs, ys, yerr=yerr, marker="o", ms=5, capsize=3, color=color[s],
-                        label=s, linestyle="-", linewidth=1.2)
+                        label=s, linestyle="none" if fig.curves else "-", linewidth=1.2)
             for r, x in zip(rs, xs, strict=True):
                 if r.model is not None:
                     ax.plot([x, x], [r.mean, r.model], linestyle=":", color=color[s],
@@ -483,7 +484,6 @@ def draw(fig: Figure, out: Path) -> None:
         ax.set_xticklabels([str(c) for c in cats])
     ax.set_xlabel(fig.xlabel)
     ax.set_ylabel(fig.ylabel)
-    ax.set_title(fig.title, loc="left", wrap=True)
     ax.grid(True, alpha=0.3)
     if series:
         ax.legend(fontsize=9, loc="best", ncol=1 if len(series) < 5 else 2)
