@@ -460,6 +460,9 @@ def draw(fig: Figure, out: Path) -> None:
                         label=f"{s}: model")
         if fig.logx:
             ax.set_xscale("log")
+        values = [v for r in fig.rows for v in (r.mean, r.model) if v is not None and v > 0]
+        if values and max(values) / min(values) > 30:
+            ax.set_yscale("log")  # ours and the model far apart: both stay readable
     else:
         cats: list[Any] = []
         for r in fig.rows:

@@ -21,7 +21,7 @@ class Cell:
     table: str
     payload: int
     column: str  # link rate (Tables I-II) or number of routers (Tables III-VI)
-    paper: float
+    paper: float | int  # as printed (Tables III-VI print whole microseconds)
     model: float
     ours: Stat | None
     unit: str
@@ -38,6 +38,7 @@ class Cell:
 @dataclass
 class PaperTable:
     id: str
+    name: str  # "Table III"
     title: str
     unit: str
     column_name: str
@@ -80,7 +81,7 @@ def gamess_tables(ds: Dataset, experiment: str = "gamess-morales") -> list[Paper
                 found: list[Stat | None] = list(tidx.get((ip, n, bps, 0), [])) or [None]
                 for s in found:
                     cells.append(Cell(name, n, rate_label(rname), exp, model, s, "Mbit/s"))
-        out.append(PaperTable(name.lower().replace(" ", "-"), f"{name}: zero-loss UDP "
+        out.append(PaperTable(name.lower().replace(" ", "-"), name, f"{name}: zero-loss UDP "
                               f"throughput, IPv{ip}, point-to-point (Mbit/s of IP payload)",
                               "Mbit/s", "link", cells))
     for name, ip, rname, otable in papers.OWD_TABLES:
@@ -91,9 +92,10 @@ def gamess_tables(ds: Dataset, experiment: str = "gamess-morales") -> list[Paper
                 model = models.owd(n, bps, ip, routers, papers.PROPAGATION_S) * 1e6
                 ofound: list[Stat | None] = list(oidx.get((ip, n, bps, routers), [])) or [None]
                 for s in ofound:
-                    cells.append(Cell(name, n, str(routers), float(exp), model, s, "µs"))
-        out.append(PaperTable(name.lower().replace(" ", "-"), f"{name}: one-way delay, IPv{ip}, "
-                              f"{rate_label(rname)}, 0-5 routers (µs)", "µs", "routers", cells))
+                    cells.append(Cell(name, n, str(routers), exp, model, s, "µs"))
+        out.append(PaperTable(name.lower().replace(" ", "-"), name,
+                              f"{name}: one-way delay, IPv{ip}, {rate_label(rname)}, "
+                              "0-5 routers (µs)", "µs", "routers", cells))
     return out
 
 
