@@ -463,6 +463,11 @@ def draw(fig: Figure, out: Path) -> None:
         values = [v for r in fig.rows for v in (r.mean, r.model) if v is not None and v > 0]
         if values and max(values) / min(values) > 30:
             ax.set_yscale("log")  # ours and the model far apart: both stay readable
+            from matplotlib.ticker import FuncFormatter, LogLocator
+
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
     else:
         cats: list[Any] = []
         for r in fig.rows:
