@@ -101,14 +101,20 @@ def resolve_paper(name: str) -> str:
 
 @dataclass(frozen=True)
 class Choice:
-    """Where one measurement of one experiment runs, and why."""
+    """Where one measurement of one experiment runs (on some of its topologies), and why."""
 
     experiment: str
     measurement: str
+    topologies: tuple[str, ...]
     tier: str  # "host" or "vm"
     clock: str  # "real" or "virtual"
     reason: str
     trials: int
+
+    @property
+    def spec(self) -> str:
+        """EXPERIMENT:MEASUREMENT@TOPOLOGY+TOPOLOGY (what --only takes)."""
+        return f"{self.experiment}:{self.measurement}@{'+'.join(self.topologies)}"
 
 
 def virtual_clock_available() -> bool:
@@ -124,54 +130,80 @@ def _shaped(exp: Any) -> bool:
     return any(r not in (None, "unlimited", 0) for r in rates) or rate is None
 
 
+HOST_REASONS = {
+    "iperf3": "throughput through shaped links: tbf on the host is faithful",
+    "rfc2544": "throughput through shaped links: tbf on the host is faithful",
+    "stackcost": "end-system stack costs: no link timing involved",
+    "receiver": "receiver timing of traffic paced below the link rate: the sender sets it",
+}
+
+
 def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str = "auto",
            virtual: bool = False) -> list[Choice]:
-    """Per measurement: the host kernel where it has what the measurement needs and its timing
-    is faithful (throughput through tbf-shaped links), the full-kernel tier otherwise (per-packet
-    serialization delay needs netem; 6to4/ISATAP need sit, Jool its module)."""
+    """Per measurement and topology: the host kernel where it has what the measurement needs and
+    its timing is faithful (e.g. throughput through tbf-shaped links), the full-kernel tier
+    otherwise (per-packet serialization delay needs netem; 6to4/ISATAP need sit, Jool its
+    module). Topologies of one measurement on the same tier share one choice."""
     from testbed.experiment import plan
 
-    counts: dict[str, int] = {}
+    counts: dict[tuple[str, str], int] = {}
     for t in plan(exp):
-        counts[t.measurement.name] = counts.get(t.measurement.name, 0) + 1
+        k = (t.measurement.name, t.topo.topology)
+        counts[k] = counts.get(k, 0) + 1
     out = []
     for m in exp.measurements:
-        topos = m.where.get("topology", exp.topology)
-        needs: list[str] = []
-        why: list[str] = []
-        for topo in topos:
-            for f in MECHANISM_FEATURES.get(str(topo), ()):
-                if f not in needs:
-                    needs.append(f)
-                    why.append(f"{topo} needs the {f} module")
+        topos = [str(t) for t in m.where.get("topology", exp.topology)]
+        base: list[tuple[str, str]] = []  # (feature, why)
         if exp.params.get("delay") or exp.params.get("loss"):
-            needs.append("netem")
-            why.append("links with delay/loss need netem")
-        if m.kind in DELAY_KINDS and _shaped(exp) and "netem" not in needs:
-            needs.append("netem")
-            why.append("a delay measurement over shaped links needs per-packet serialization "
-                       "(netem); tbf shapes throughput only")
-        lacking = missing(needs) if needs else []
-        if forced != "auto":
-            tier = forced
-            reason = f"--tier {forced}" + (f" (host lacks {', '.join(lacking)}: "
-                                           + "; ".join(why) + ")" if lacking and
-                                           forced == "host" else "")
-        elif lacking:
-            tier = "vm"
-            reason = "; ".join(why) + f" - the host lacks {', '.join(lacking)}"
-        else:
-            tier = "host"
-            reason = ("throughput through shaped links: tbf on the host is faithful"
-                      if m.kind not in DELAY_KINDS else "the host has " + ", ".join(needs)
-                      if needs else "the host kernel has what it needs")
-        clock = "virtual" if tier == "vm" and virtual else "real"
-        out.append(Choice(exp.name, m.name, tier, clock, reason, counts.get(m.name, 0)))
+            base.append(("netem", "links with delay/loss need netem"))
+        if m.kind in DELAY_KINDS and _shaped(exp):
+            base.append(("netem", "a delay measurement over shaped links needs per-packet "
+                         "serialization (netem); tbf shapes throughput only"))
+        groups: dict[tuple[str, str], list[str]] = {}  # (tier, reason) -> topologies
+        for topo in topos:
+            needs = base + [(f, f"{topo} needs the {f} module")
+                            for f in MECHANISM_FEATURES.get(topo, ())]
+            features = list(dict.fromkeys(f for f, _ in needs))
+            lacking = missing(features) if features else []
+            why = "; ".join(w for f, w in needs if f in lacking)
+            if forced != "auto":
+                tier = forced
+                reason = f"--tier {forced}" + (
+                    f" (the host lacks {', '.join(lacking)}: {why})"
+                    if lacking and forced == "host" else "")
+            elif lacking:
+                tier, reason = "vm", f"{why} - the host lacks {', '.join(lacking)}"
+            else:
+                tier = "host"
+                reason = (HOST_REASONS.get(m.kind) if not features else
+                          "the host has " + ", ".join(features)) or "the host has what it needs"
+            groups.setdefault((tier, reason), []).append(topo)
+        for (tier, reason), ts in groups.items():
+            clock = "virtual" if tier == "vm" and virtual else "real"
+            n = sum(counts.get((m.name, t), 0) for t in ts)
+            out.append(Choice(exp.name, m.name, tuple(ts), tier, clock, reason, n))
     return out
 
 
-def _subset(exp: Any, names: set[str]) -> Any:
-    return dataclasses.replace(exp, measurements=[m for m in exp.measurements if m.name in names])
+def _subset(exp: Any, choices: Sequence[Choice]) -> Any:
+    """The experiment restricted to these (measurement, topologies) choices."""
+    keep: dict[str, list[str]] = {}
+    for c in choices:
+        keep.setdefault(c.measurement, []).extend(c.topologies)
+    ms = [dataclasses.replace(m, where={**m.where, "topology": keep[m.name]})
+          for m in exp.measurements if m.name in keep]
+    topos = [t for t in exp.topology if any(t in v for v in keep.values())]
+    return dataclasses.replace(exp, measurements=ms, topology=topos)
+
+
+def _parse_only(spec: str) -> Choice:
+    try:
+        head, topos = spec.split("@", 1)
+        exp, meas = head.split(":", 1)
+    except ValueError:
+        raise UsageError(f"--only {spec!r}: expected EXPERIMENT:MEASUREMENT@TOPOLOGY[+...]"
+                         ) from None
+    return Choice(exp, meas, tuple(topos.split("+")), "here", "real", "--only", 0)
 
 
 @contextmanager
@@ -206,20 +238,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             for name in papers.PAPER_EXPERIMENTS[paper]]
 
     if args.only:  # inside the VM tier: run exactly these measurements here
-        wanted = {tuple(s.split(":", 1)) for s in args.only}
+        wanted = [_parse_only(o) for o in args.only]
         rc = 0
         for exp in exps:
-            names = {m for e, m in wanted if e == exp.name}
-            if names:
-                rc |= _run_here(_subset(exp, names), db)
+            mine = [c for c in wanted if c.experiment == exp.name]
+            if mine:
+                rc |= _run_here(_subset(exp, mine), db)
         return rc
 
     virtual = virtual_clock_available()
     choices = [c for exp in exps for c in choose(exp, missing, args.tier, virtual)]
     print(f"reproduce {paper} ({profile} profile): where each measurement runs", file=sys.stderr)
     for c in choices:
-        print(f"  {c.experiment}/{c.measurement}: {c.tier} tier, {c.clock} clock, "
-              f"{c.trials} trials - {c.reason}", file=sys.stderr)
+        print(f"  {c.experiment}/{c.measurement} on {', '.join(c.topologies)}: {c.tier} tier, "
+              f"{c.clock} clock, {c.trials} trials - {c.reason}", file=sys.stderr)
     if any(c.tier == "vm" for c in choices) and not virtual:
         print("  (the full-kernel tier runs on the real clock: this testbed has no virtual "
               "clock yet, so VM timings include emulation overhead)", file=sys.stderr)
@@ -231,12 +263,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     before = _run_ids(db)
     rc = 0
     for exp in exps:
-        host = {c.measurement for c in choices if c.experiment == exp.name and c.tier == "host"}
+        host = [c for c in choices if c.experiment == exp.name and c.tier == "host"]
         if host:
-            print(f"== {exp.name}: {', '.join(sorted(host))} on the host kernel",
+            print(f"== {exp.name}: {', '.join(c.measurement for c in host)} on the host kernel",
                   file=sys.stderr)
             rc |= _run_here(_subset(exp, host), db)
-    vm_only = [f"{c.experiment}:{c.measurement}" for c in choices if c.tier == "vm"]
+    vm_only = [c.spec for c in choices if c.tier == "vm"]
     if vm_only:
         rc |= _run_vm(paper, args.quick, vm_only, db,
                       "virtual" if any(c.clock == "virtual" for c in choices) else None)

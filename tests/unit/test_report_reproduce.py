@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import pytest
 
 from testbed.cli import main
-from testbed.commands.report import choose, resolve_paper
+from testbed.commands.report import _parse_only, _subset, choose, resolve_paper
 from testbed.errors import UsageError
-from testbed.experiment import find_experiment, load_experiment
+from testbed.experiment import find_experiment, load_experiment, plan
 
 
 def lacks(*features: str):  # type: ignore[no-untyped-def]
@@ -48,14 +48,27 @@ def test_gamess_delay_goes_to_the_vm_only_without_netem() -> None:
 
 def test_transition_mechanisms_need_their_modules() -> None:
     exp = load_experiment(find_experiment("transition"), "quick")
-    got = {c.measurement: c for c in choose(exp, lacks("sit", "jool"))}
-    tunnelled = [m.name for m in exp.measurements if "6to4" in m.where.get("topology", [])]
-    native4 = [m.name for m in exp.measurements if m.where.get("topology") == ["native4"]
-               and m.kind == "iperf3"]
-    assert tunnelled and native4
-    assert all(got[m].tier == "vm" and "sit" in got[m].reason for m in tunnelled)
-    assert all(got[m].tier == "host" for m in native4)
-    assert sum(c.trials for c in got.values()) > 0
+    choices = choose(exp, lacks("sit", "jool", "netem"))
+    tier = {(c.measurement, t): c.tier for c in choices for t in c.topologies}
+    tput = [m.name for m in exp.measurements if m.kind == "iperf3"]
+    assert tput
+    for m in tput:
+        for topo in ("6to4", "isatap", "nat64-jool"):
+            if (m, topo) in tier:
+                assert tier[(m, topo)] == "vm"
+        for topo in ("native4", "native6", "nat64-tayga"):
+            if (m, topo) in tier:
+                assert tier[(m, topo)] == "host"
+    assert any(t == "6to4" for (_m, t) in tier) and any(t == "native6" for (_m, t) in tier)
+    assert all("sit" in c.reason for c in choices if "6to4" in c.topologies)
+    assert sum(c.trials for c in choices) == len(plan(exp))
+    # the subset for one tier plans exactly that tier's trials
+    host = [c for c in choices if c.tier == "host"]
+    sub = plan(_subset(exp, host))
+    assert len(sub) == sum(c.trials for c in host)
+    assert {t.topo.topology for t in sub} <= {"native4", "native6", "nat64-tayga"}
+    assert {t.group_key for t in sub} <= {t.group_key for t in plan(exp)}
+    assert _parse_only(host[0].spec).topologies == host[0].topologies
 
 
 def test_dry_run_prints_the_choice(capsys: pytest.CaptureFixture[str],
@@ -63,6 +76,7 @@ def test_dry_run_prints_the_choice(capsys: pytest.CaptureFixture[str],
     monkeypatch.setattr("testbed.capabilities.missing", lacks("netem"))
     assert main(["reproduce", "gamess-morales", "--quick", "--dry-run"]) == 0
     err = capsys.readouterr().err
-    assert "gamess-morales/throughput_v4: host tier, real clock" in err
-    assert "gamess-morales/owd_v4: vm tier" in err and "needs per-packet serialization" in err
+    assert "gamess-morales/throughput_v4 on chain: host tier, real clock" in err
+    assert "gamess-morales/owd_v4 on chain: vm tier" in err
+    assert "needs per-packet serialization" in err
     assert "trials" in err.splitlines()[-1]
