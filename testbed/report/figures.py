@@ -29,6 +29,7 @@ class Row:
     env: str
     model: float | None = None
     key: tuple[str, str, Any] = ("", "", None)  # (measurement, point, env) of its statistic
+    extra: dict[str, float] = field(default_factory=dict)  # more columns for its table
 
     @property
     def ratio(self) -> float | None:
@@ -57,6 +58,14 @@ class Figure:
     @property
     def has_model(self) -> bool:
         return any(r.model is not None for r in self.rows)
+
+    @property
+    def extra_columns(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.rows:
+            for k in r.extra:
+                seen.setdefault(k, None)
+        return list(seen)
 
     def series(self) -> list[str]:
         seen: dict[str, None] = {}
@@ -102,8 +111,7 @@ def rows_of(stats: Sequence[Stat], series: Callable[[Stat], str], x: Callable[[S
         xv = x(s)
         sm = s.summary
         out.append(Row(label, xv, sm.n, sm.mean, sm.ci95_low, sm.ci95_high, sm.min, sm.max,
-                       s.env.label, model(series(s), xv) if model else None,
-                       (s.measurement, str(sorted(s.point.items())), s.env)))
+                       s.env.label, model(series(s), xv) if model else None, _stat_key(s)))
     out.sort(key=lambda r: (r.series, _num(r.x) if not isinstance(r.x, str) else 0.0))
     return out
 
@@ -132,6 +140,19 @@ def _const(value: Any) -> Callable[[Stat], Any]:
         return value
 
     return get
+
+
+def _stat_key(s: Stat) -> tuple[str, str, Any]:
+    return (s.measurement, str(sorted(s.point.items())), s.env)
+
+
+def add_extra(ds: Dataset, rows: list[Row], trials: list[Any], value: Value, column: str
+              ) -> None:
+    """Add the mean of `value` over each row's trials as one more table column."""
+    means = {_stat_key(s): s.mean for s in group(ds, trials, value, column)}
+    for r in rows:
+        if r.key in means:
+            r.extra[column] = means[r.key]
 
 
 def _size_key(point: dict[str, Any]) -> str | None:
@@ -198,6 +219,7 @@ def gamess_figures(ds: Dataset, experiment: str = "gamess-morales") -> list[Figu
             return f"{r} router" + ("" if r == 1 else "s")
 
         rows = rows_of(sub, routers_of, lambda s: s.point.get("ip_payload"), owd_model)
+        add_extra(ds, rows, owdt, metric("probe_overhead_mean_us"), "probe overhead (µs)")
         curves = {}
         if bps:
             xs = sorted({int(r.x) for r in rows}) or [10, 1480]
@@ -253,13 +275,10 @@ def _minmeanmax(ds: Dataset, trials: list[Any], mean_v: Value, min_v: Value, max
     `max_v` over the repetitions."""
     means = _stats(ds, trials, mean_v, name)
 
-    def key(s: Stat) -> tuple[str, str, Any]:
-        return (s.measurement, str(sorted(s.point.items())), s.env)
-
-    lows = {key(s): s.summary.min for s in _stats(ds, trials, min_v, name + "_min")}
-    highs = {key(s): s.summary.max for s in _stats(ds, trials, max_v, name + "_max")}
-    rows = rows_of(means, lambda s: f"IPv{s.point.get('ip')}", lambda s: s.point.get(
-        "frame_size"))
+    lows = {_stat_key(s): s.summary.min for s in _stats(ds, trials, min_v, name + "_min")}
+    highs = {_stat_key(s): s.summary.max for s in _stats(ds, trials, max_v, name + "_max")}
+    rows = rows_of(means, lambda s: f"IPv{s.point.get('ip')}",
+                   lambda s: s.point.get(_size_key(s.point) or "frame_size"))
     for r in rows:
         r.min = lows.get(r.key, r.min)
         r.max = highs.get(r.key, r.max)

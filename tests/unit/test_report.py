@@ -67,7 +67,8 @@ def make_db(path: Path) -> Path:
             pt = {"topology": "chain", "topology.rate": "ethernet", "topology.routers": routers,
                   "ip_payload": n}
             db.trial(gm, "gamess-morales", f"owd_v{ip}", "pingpong", pt,
-                     {"ip": ip, "protocol": "udp"}, {"owd_mean_us": v}, rep)
+                     {"ip": ip, "protocol": "udp"},
+                     {"owd_mean_us": v, "probe_overhead_mean_us": 20.0 + rep}, rep)
     # the same point measured with netem (another tier): a separate statistic
     db.trial(gm, "gamess-morales", "owd_v4", "pingpong",
              {"topology": "chain", "topology.rate": "ethernet", "topology.routers": 0,
@@ -268,6 +269,8 @@ def test_environments_never_mix(built: Built) -> None:
     zero = [r for r in fig.rows if r.series.startswith("0 routers") and r.x == 100]
     assert sorted((r.n, r.mean) for r in zero) == [(1, 160.0), (2, 120.5)]
     assert all("[" in r.series for r in zero)  # the label says which environment
+    assert sorted(r.extra.get("probe overhead (µs)", -1.0) for r in zero) == [-1.0, 20.5]
+    assert fig.extra_columns == ["probe overhead (µs)"]
 
 
 def test_quotes_ledger_provenance_failures(built: Built) -> None:
