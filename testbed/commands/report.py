@@ -70,8 +70,10 @@ def _db(args: argparse.Namespace) -> Path:
     return Path(args.db) if args.db is not None else results.default_db()
 
 
-def _counts_line(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k}: {v}" for k, v in counts.items())
+def _ledger_line(rep: Any) -> str:
+    line = "claims ledger: " + ", ".join(f"{k}: {v}" for k, v in rep.counts().items())
+    notes = sorted({s.claims_note for s in rep.sections if s.claims_note and not s.claims})
+    return line + "".join(f" ({n})" for n in notes)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -81,7 +83,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     nfig = sum(len(s.figures) for s in rep.sections)
     print(f"report: {rep.html.resolve()} ({len(rep.sections)} section(s), {nfig} figure(s))",
           file=sys.stderr)
-    print(f"claims ledger: {_counts_line(rep.counts())}", file=sys.stderr)
+    print(_ledger_line(rep), file=sys.stderr)
     return 0
 
 
@@ -286,7 +288,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     print(f"\nreproduce {paper}: {format_duration(time.monotonic() - t0)}, runs "
           f"{', '.join(new)}, {failed} failed trial(s)", file=sys.stderr)
     print(f"report: {rep.html.resolve()}", file=sys.stderr)
-    print(f"claims ledger: {_counts_line(rep.counts())}", file=sys.stderr)
+    print(_ledger_line(rep), file=sys.stderr)
     return rc
 
 
