@@ -173,8 +173,9 @@ def gamess_figures(ds: Dataset, experiment: str = "gamess-morales") -> list[Figu
     figs: list[Figure] = []
     tput = _sel(ds, experiment, kinds=["rfc2544"])
     stats = _stats(ds, tput, metric("throughput_bps", 1e-6), "throughput_mbps")
-    for rate in sorted({s.point.get("topology.rate") for s in stats}, key=lambda v: rate_bps(v)
-                       or 0):
+    # a figure for every point measured, also where every trial failed (it says so)
+    for rate in sorted({params_of(t).get("topology.rate") for t in tput},
+                       key=lambda v: rate_bps(v) or 0):
         sub = [s for s in stats if s.point.get("topology.rate") == rate]
         bps = rate_bps(rate)
 
@@ -200,7 +201,8 @@ def gamess_figures(ds: Dataset, experiment: str = "gamess-morales") -> list[Figu
             "equation (7); dotted: the gap"))
     owdt = _sel(ds, experiment, kinds=["pingpong"])
     ostats = _stats(ds, owdt, metric("owd_mean_us"), "owd_mean_us")
-    keys = sorted({(int(s.point.get("ip", 4)), s.point.get("topology.rate")) for s in ostats},
+    keys = sorted({(int(params_of(t).get("ip", 4)), params_of(t).get("topology.rate"))
+                   for t in owdt},
                   key=lambda k: (rate_bps(k[1]) or 0, k[0]))
     for ip, rate in keys:
         sub = [s for s in ostats if int(s.point.get("ip", 4)) == ip
@@ -247,15 +249,15 @@ def quintero_figures(ds: Dataset, experiment: str = "transition") -> list[Figure
         ("owd", ["pingpong"], metric("owd_mean_us"), "owd_mean_us", "one-way delay (µs)"),
     ]
     for what, kinds, value, name, ylabel in specs:
-        stats = _stats(ds, _sel(ds, experiment, kinds=kinds), value, name)
-        keys = sorted({(str(s.point.get("protocol", "udp")), s.point.get("topology.rate"))
-                       for s in stats}, key=lambda k: (k[0], rate_bps(k[1]) or 0))
+        trials = _sel(ds, experiment, kinds=kinds)
+        stats = _stats(ds, trials, value, name)
+        keys = sorted({(str(params_of(t).get("protocol", "udp")),
+                        params_of(t).get("topology.rate")) for t in trials},
+                      key=lambda k: (k[0], rate_bps(k[1]) or 0))
         for proto, rate in keys:
             sub = [s for s in stats if str(s.point.get("protocol", "udp")) == proto
                    and s.point.get("topology.rate") == rate]
-            if not sub:
-                continue
-            sk = _size_key(sub[0].point) or "size"
+            sk = next((k for t in trials if (k := _size_key(params_of(t)))), "size")
             rows = rows_of(sub, lambda s: str(s.point.get("topology")), _point_key(sk))
             title = ("Throughput" if what == "throughput" else f"{proto.upper()} one-way delay")
             figs.append(Figure(

@@ -353,3 +353,18 @@ def test_build_uses_only_the_selection(tmp_path: Path, fake_claims: Any) -> None
         for op in ("TCP socket creation", "UDP socket creation", "TCP connect")}
     lat = next(f for f in rep.sections[0].figures if f.id == "ze-latency")
     assert {r.series: r.mean for r in lat.rows} == {"UDP/IPv4": 108.0, "UDP/IPv6": 112.0}
+
+
+def test_a_figure_whose_trials_all_failed_still_appears(tmp_path: Path, fake_claims: Any
+                                                       ) -> None:
+    db = Db(tmp_path / "f.sqlite")
+    run = db.run("gamess-morales")
+    pt = {"topology": "chain", "topology.rate": "ethernet", "topology.routers": 0,
+          "ip_payload": 100}
+    db.trial(run, "gamess-morales", "owd_v6", "pingpong", pt, {"ip": 6, "protocol": "udp"}, {},
+             0, status="error", error="server did not listen")
+    db.con.close()
+    rep = write_report(tmp_path / "f.sqlite", tmp_path / "o", experiments=["gamess-morales"])
+    fig = next(f for f in rep.sections[0].figures if f.id == "gm-owd-v6-ethernet")
+    assert fig.rows == [] and (rep.out / fig.png).exists()
+    assert "server did not listen" in rep.html.read_text()
