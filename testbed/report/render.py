@@ -95,7 +95,10 @@ def _evaluate(paper: str, trials: Sequence[results.TrialRow], runs: Sequence[dic
         if exc.name != "testbed.report.claims":
             raise
         return [], "the claims module (testbed.report.claims) is not part of this build"
-    return list(claims.evaluate(paper, trials, runs)), ""
+    try:
+        return list(claims.evaluate(paper, trials, runs)), ""
+    except Exception as exc:  # a bug in one claim must not hide the rest of the report
+        return [], f"the claims ledger could not be evaluated: {type(exc).__name__}: {exc}"
 
 
 def _ts(t: float | None) -> str:
