@@ -30,8 +30,8 @@ def register(sub: Any) -> None:
         "report",
         help="an HTML report (figures, paper-vs-emulator tables, claims ledger) from results",
         description="Write a self-contained HTML page with each paper's figures, the numbers "
-        "behind them (n, 95 percent CI), the paper's printed numbers beside ours, the claims ledger, "
-        "provenance and failed trials, from the results database alone.",
+        "behind them (n, 95 percent CI), the paper's printed numbers beside ours, the claims "
+        "ledger, provenance and failed trials, from the results database alone.",
     )
     rep.add_argument("--db", type=Path, default=None,
                      help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})")

@@ -191,6 +191,23 @@ def _loss(ds: Dataset) -> str | None:
                      for env, v in per.items() if v})
 
 
+def _range_text(ds: Dataset, experiment: str, value: Callable[[results.TrialRow], float | None],
+                where: Where, size_key: str, unit: str) -> str | None:
+    """Lowest and highest per-size mean, per environment ("at all sizes" claims)."""
+    per = {}
+    for env in _values(ds, experiment, value, where):
+        sizes: dict[Any, list[float]] = {}
+        for t in ds.trials:
+            p = params_of(t)
+            if (t.experiment == experiment and t.status == "ok" and where(p)
+                    and ds.env(t).label == env and (v := value(t)) is not None):
+                sizes.setdefault(p.get(size_key), []).append(v)
+        means = [sum(v) / len(v) for v in sizes.values()]
+        per[env] = (f"{min(means):.1f} to {max(means):.1f} {unit} over {len(means)} sizes "
+                    f"(n = {sum(len(v) for v in sizes.values())})")
+    return _fmt_env(per)
+
+
 def _ipd(bps: float) -> Callable[[Dataset], str | None]:
     def get(ds: Dataset) -> str | None:
         parts = []
@@ -219,8 +236,8 @@ QUOTE_VALUES: dict[str, Callable[[Dataset], str | None]] = {
     "ze_socket": lambda ds: _change(ds, "zeadally-2004", metric("tcp_socket_create_us"), _any),
     "ze_connect": lambda ds: _change(ds, "zeadally-2004", metric("tcp_connect_us"), _any),
     "ze_tcp": lambda ds: _per(
-        (f"IPv{v}", _mean_text(ds, "zeadally-2004", metric("receiver_bps", 1e-6),
-                               _both(_proto("tcp"), _ip(v)), ".1f"))
+        (f"IPv{v}", _range_text(ds, "zeadally-2004", metric("receiver_bps", 1e-6),
+                                _both(_proto("tcp"), _ip(v)), "length", "Mbit/s"))
         for v in (4, 6)),
     "ze_rtt": lambda ds: _per(
         (pr.upper(), _change(ds, "zeadally-2004", rtt_us, _proto(pr)))
