@@ -100,6 +100,11 @@ def make_db(path: Path) -> Path:
             db.trial(ze, "zeadally-2004", "udp_latency", "pingpong",
                      {"topology": "p2p", "ip": ip, "size": 64},
                      {"ip": ip, "protocol": "udp", "size": 64}, {"owd_mean_us": 50.0 + ip}, rep)
+        for size, mbps in ((64, 90.0), (1408, 93.0)):
+            db.trial(ze, "zeadally-2004", "tcp_throughput", "iperf3",
+                     {"topology": "p2p", "ip": ip, "length": size},
+                     {"ip": ip, "protocol": "tcp", "length": size},
+                     {"receiver_bps": (mbps - (ip - 4) / 2) * 1e6}, 0)
     do = db.run("dobrinov-2016")
     for ip, ipd in ((4, [1.21, 1.22]), (6, [1.23, 1.24])):
         for rep, v in enumerate(ipd):
@@ -279,6 +284,9 @@ def test_quotes_ledger_provenance_failures(built: Built) -> None:
     ze = {q.what: q.ours for q in secs["zeadally-2004"].quotes}
     assert ze["connections per second, Linux IPv4"].startswith("451 ± ")
     assert ze["IPv6 connections/s degradation, Linux"].startswith("-5.3 % (IPv4 451, IPv6 427")
+    assert ze["TCP throughput, Linux, all message sizes"] == (
+        "IPv4: 90.0 to 93.0 Mbit/s over 2 sizes (n = 2) / "
+        "IPv6: 89.0 to 92.0 Mbit/s over 2 sizes (n = 2)")
     do = {q.what: q.ours for q in secs["dobrinov-2016"].quotes}
     assert do["inter-packet delay, 1518 B at 10 Mbit/s"].startswith("IPv4: 1.215 ± ")
     assert do["inter-packet delay, 1518 B at 95 Mbit/s"] == "not measured"
