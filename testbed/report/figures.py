@@ -437,11 +437,6 @@ FIGURES: dict[str, Callable[[Dataset], list[Figure]]] = {
 }
 
 
-def generic_figures(ds: Dataset, experiment: str) -> list[Figure]:
-    """For an experiment of no paper (e.g. smoke): a table per measurement and metric, no plot."""
-    return []
-
-
 # --- drawing -------------------------------------------------------------------------------
 
 
