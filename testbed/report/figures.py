@@ -223,10 +223,12 @@ def gamess_figures(ds: Dataset, experiment: str = "gamess-morales") -> list[Figu
         rows = rows_of(sub, routers_of, lambda s: s.point.get("ip_payload"), owd_model)
         add_extra(ds, rows, owdt, metric("probe_overhead_mean_us"), "probe overhead (µs)")
         curves = {}
-        if bps:
-            xs = sorted({int(r.x) for r in rows}) or [10, 1480]
-            for rs in sorted({routers_of(s) for s in sub}):
-                routers = int(rs.split()[0])
+        mine = [params_of(t) for t in owdt if int(params_of(t).get("ip", 4)) == ip
+                and params_of(t).get("topology.rate") == rate]
+        if bps:  # the model over every payload and router count asked for, measured or not
+            xs = sorted({int(p["ip_payload"]) for p in mine if p.get("ip_payload")}) or [10, 1480]
+            for routers in sorted({int(p.get("topology.routers", 0)) for p in mine}):
+                rs = f"{routers} router" + ("" if routers == 1 else "s")
                 curves[rs] = [(float(n), models.owd(n, bps, ip, routers, 30e-6) * 1e6)
                               for n in range(min(xs), max(xs) + 1, max(1, max(xs) // 200))]
         figs.append(Figure(
@@ -474,6 +476,13 @@ def draw(fig: Figure, out: Path) -> None:
                 cx, cy = zip(*fig.curves[base], strict=True)
                 ax.plot(cx, cy, linestyle="--", linewidth=1, color=color[s], alpha=0.8,
                         label=f"{s}: model")
+        bases = {s.split(" [")[0] for s in series}
+        for i, (name, pts) in enumerate(sorted(fig.curves.items())):
+            if name not in bases and pts:
+                cx, cy = zip(*pts, strict=True)
+                ax.plot(cx, cy, linestyle="--", linewidth=1,
+                        color=colors[(len(series) + i) % len(colors)],
+                        label=f"{name}: model (nothing measured)")
         if fig.logx:
             ax.set_xscale("log")
         values = [v for r in fig.rows for v in (r.mean, r.model) if v is not None and v > 0]
@@ -509,10 +518,11 @@ def draw(fig: Figure, out: Path) -> None:
     ax.set_xlabel(fig.xlabel)
     ax.set_ylabel(fig.ylabel)
     ax.grid(True, alpha=0.3)
-    if series:
+    if series or fig.curves:
         ax.legend(fontsize=9, loc="best", ncol=1 if len(series) < 5 else 2)
-    else:
-        ax.text(0.5, 0.5, "no successful trials", transform=ax.transAxes, ha="center")
+    if not series:
+        ax.text(0.5, 0.5, "no successful trials (see Failed trials)", transform=ax.transAxes,
+                ha="center")
     f.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     fig.png, fig.svg = f"{fig.id}.png", f"{fig.id}.svg"
