@@ -375,4 +375,6 @@ def test_a_figure_whose_trials_all_failed_still_appears(tmp_path: Path, fake_cla
     rep = write_report(tmp_path / "f.sqlite", tmp_path / "o", experiments=["gamess-morales"])
     fig = next(f for f in rep.sections[0].figures if f.id == "gm-owd-v6-ethernet")
     assert fig.rows == [] and (rep.out / fig.png).exists()
+    assert fig.curves["0 routers"][0] == (100.0, pytest.approx(
+        models.owd(100, 10e6, 6, 0, 30e-6) * 1e6))
     assert "server did not listen" in rep.html.read_text()
