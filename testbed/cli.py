@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "testbed.commands.model",
     "testbed.commands.vm",
     "testbed.commands.experiment",
+    "testbed.commands.report",
 )
 
 

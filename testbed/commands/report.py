@@ -1,0 +1,316 @@
+"""`testbed report` (an HTML page from the results database) and `testbed reproduce PAPER` (run
+what a paper needs, each measurement on the tier that measures it faithfully, then report)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed import results
+from testbed.errors import UsageError
+from testbed.report import papers
+
+TIERS = ("auto", "host", "vm")
+# topology -> kernel features its [mechanism] needs
+MECHANISM_FEATURES = {"6to4": ("sit",), "isatap": ("sit",), "nat64-jool": ("jool",)}
+DELAY_KINDS = ("pingpong", "ping")
+
+
+def register(sub: Any) -> None:
+    rep = sub.add_parser(
+        "report",
+        help="an HTML report (figures, paper-vs-emulator tables, claims ledger) from results",
+        description="Write a self-contained HTML page with each paper's figures, the numbers "
+        "behind them (n, 95 percent CI), the paper's printed numbers beside ours, the claims "
+        "ledger, provenance and failed trials, from the results database alone.",
+    )
+    rep.add_argument("--db", type=Path, default=None,
+                     help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})")
+    rep.add_argument("--run", action="append", default=[], metavar="ID",
+                     help="a run id (testbed results list); repeatable")
+    rep.add_argument("--experiment", action="append", default=[], metavar="NAME",
+                     help="every run of this experiment; repeatable")
+    rep.add_argument("--out", type=Path, required=True, metavar="DIR",
+                     help="folder for index.html and the figures (PNG, SVG)")
+    rep.set_defaults(func=cmd_report)
+
+    rp = sub.add_parser(
+        "reproduce",
+        help="run what a paper needs and write its report",
+        description="Run the experiments a paper needs, each measurement on the tier that "
+        "measures it faithfully (the host kernel for shaped throughput, the full-kernel VM "
+        "for per-packet delay, tunnels and Jool), then write the report. Papers: "
+        + ", ".join(papers.PAPER_EXPERIMENTS) + ".",
+    )
+    rp.add_argument("paper", help="paper id (" + ", ".join(papers.PAPER_EXPERIMENTS) + ")")
+    rp.add_argument("--quick", action="store_true", help="the quick profiles: fewer points")
+    rp.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help="report folder (default reports/PAPER[-quick])")
+    rp.add_argument("--db", type=Path, default=None,
+                    help=f"results database (default $TESTBED_DB or {results.DEFAULT_DB})")
+    rp.add_argument("--dry-run", action="store_true",
+                    help="print which measurement runs on which tier and why, and the trials")
+    rp.add_argument("--tier", choices=TIERS, default="auto",
+                    help="auto (default): per measurement; host or vm: everything there")
+    rp.add_argument("--only", action="append", default=[], help=argparse.SUPPRESS)
+    rp.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
+    rp.set_defaults(func=cmd_reproduce)
+
+
+def _db(args: argparse.Namespace) -> Path:
+    return Path(args.db) if args.db is not None else results.default_db()
+
+
+def _ledger_line(rep: Any) -> str:
+    line = "claims ledger: " + ", ".join(f"{k}: {v}" for k, v in rep.counts().items())
+    notes = sorted({s.claims_note for s in rep.sections if s.claims_note and not s.claims})
+    return line + "".join(f" ({n})" for n in notes)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from testbed.report.render import write_report
+
+    rep = write_report(_db(args), args.out, args.run, args.experiment)
+    nfig = sum(len(s.figures) for s in rep.sections)
+    print(f"report: {rep.html.resolve()} ({len(rep.sections)} section(s), {nfig} figure(s))",
+          file=sys.stderr)
+    print(_ledger_line(rep), file=sys.stderr)
+    return 0
+
+
+# --- reproduce -----------------------------------------------------------------------------
+
+
+def resolve_paper(name: str) -> str:
+    """A paper id, or the paper an experiment name reproduces; else a usage error."""
+    if name in papers.PAPER_EXPERIMENTS:
+        return name
+    paper = papers.paper_of(name)
+    if paper is not None:
+        return paper
+    raise UsageError(f"unknown paper {name!r}",
+                     hint="known papers: " + ", ".join(papers.PAPER_EXPERIMENTS))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Where one measurement of one experiment runs (on some of its topologies), and why."""
+
+    experiment: str
+    measurement: str
+    topologies: tuple[str, ...]
+    tier: str  # "host" or "vm"
+    clock: str  # "real" or "virtual"
+    reason: str
+    trials: int
+
+    @property
+    def spec(self) -> str:
+        """EXPERIMENT:MEASUREMENT@TOPOLOGY+TOPOLOGY (what --only takes)."""
+        return f"{self.experiment}:{self.measurement}@{'+'.join(self.topologies)}"
+
+
+def virtual_clock_available() -> bool:
+    """Whether the full-kernel tier can run on a virtual clock (testbed.vm.run_in_vm(clock=))."""
+    from testbed import vm
+
+    return "clock" in inspect.signature(vm.run_in_vm).parameters
+
+
+def _shaped(exp: Any) -> bool:
+    rate = exp.params.get("rate")
+    rates = exp.topo_sweep.get("topology.rate", [rate])
+    return any(r not in (None, "unlimited", 0) for r in rates) or rate is None
+
+
+HOST_REASONS = {
+    "iperf3": "throughput through shaped links: tbf on the host is faithful",
+    "rfc2544": "throughput through shaped links: tbf on the host is faithful",
+    "stackcost": "end-system stack costs: no link timing involved",
+    "receiver": "receiver timing of traffic paced below the link rate: the sender sets it",
+}
+
+
+def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str = "auto",
+           virtual: bool = False) -> list[Choice]:
+    """Per measurement and topology: the host kernel where it has what the measurement needs and
+    its timing is faithful (e.g. throughput through tbf-shaped links), the full-kernel tier
+    otherwise (per-packet serialization delay needs netem; 6to4/ISATAP need sit, Jool its
+    module). Topologies of one measurement on the same tier share one choice."""
+    from testbed.experiment import plan
+
+    counts: dict[tuple[str, str], int] = {}
+    for t in plan(exp):
+        k = (t.measurement.name, t.topo.topology)
+        counts[k] = counts.get(k, 0) + 1
+    out = []
+    for m in exp.measurements:
+        topos = [str(t) for t in m.where.get("topology", exp.topology)]
+        base: list[tuple[str, str]] = []  # (feature, why)
+        if exp.params.get("delay") or exp.params.get("loss"):
+            base.append(("netem", "links with delay/loss need netem"))
+        if m.kind in DELAY_KINDS and _shaped(exp):
+            base.append(("netem", "a delay measurement over shaped links needs per-packet "
+                         "serialization (netem); tbf shapes throughput only"))
+        groups: dict[tuple[str, str], list[str]] = {}  # (tier, reason) -> topologies
+        for topo in topos:
+            needs = base + [(f, f"{topo} needs the {f} module")
+                            for f in MECHANISM_FEATURES.get(topo, ())]
+            features = list(dict.fromkeys(f for f, _ in needs))
+            lacking = missing(features) if features else []
+            why = "; ".join(w for f, w in needs if f in lacking)
+            if forced != "auto":
+                tier = forced
+                reason = f"--tier {forced}" + (
+                    f" (the host lacks {', '.join(lacking)}: {why})"
+                    if lacking and forced == "host" else "")
+            elif lacking:
+                tier, reason = "vm", f"{why} - the host lacks {', '.join(lacking)}"
+            else:
+                tier = "host"
+                reason = (HOST_REASONS.get(m.kind) if not features else
+                          "the host has " + ", ".join(features)) or "the host has what it needs"
+            groups.setdefault((tier, reason), []).append(topo)
+        for (tier, reason), ts in groups.items():
+            clock = "virtual" if tier == "vm" and virtual else "real"
+            n = sum(counts.get((m.name, t), 0) for t in ts)
+            out.append(Choice(exp.name, m.name, tuple(ts), tier, clock, reason, n))
+    return out
+
+
+def _subset(exp: Any, choices: Sequence[Choice]) -> Any:
+    """The experiment restricted to these (measurement, topologies) choices."""
+    keep: dict[str, list[str]] = {}
+    for c in choices:
+        keep.setdefault(c.measurement, []).extend(c.topologies)
+    ms = [dataclasses.replace(m, where={**m.where, "topology": keep[m.name]})
+          for m in exp.measurements if m.name in keep]
+    topos = [t for t in exp.topology if any(t in v for v in keep.values())]
+    return dataclasses.replace(exp, measurements=ms, topology=topos)
+
+
+def _parse_only(spec: str) -> Choice:
+    try:
+        head, topos = spec.split("@", 1)
+        exp, meas = head.split(":", 1)
+    except ValueError:
+        raise UsageError(f"--only {spec!r}: expected EXPERIMENT:MEASUREMENT@TOPOLOGY[+...]"
+                         ) from None
+    return Choice(exp, meas, tuple(topos.split("+")), "here", "real", "--only", 0)
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _run_ids(db: Path) -> set[str]:
+    if not db.exists():
+        return set()
+    with closing(results.connect(db)) as con:
+        return {r["run_id"] for r in results.runs(con)}
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from testbed.capabilities import missing
+    from testbed.experiment import find_experiment, load_experiment
+    from testbed.progress import format_duration
+
+    paper = resolve_paper(args.paper)
+    profile = "quick" if args.quick else "full"
+    db = _db(args)
+    exps = [load_experiment(find_experiment(name), profile)
+            for name in papers.PAPER_EXPERIMENTS[paper]]
+
+    if args.only:  # inside the VM tier: run exactly these measurements here
+        wanted = [_parse_only(o) for o in args.only]
+        rc = 0
+        for exp in exps:
+            mine = [c for c in wanted if c.experiment == exp.name]
+            if mine:
+                rc |= _run_here(_subset(exp, mine), db)
+        return rc
+
+    virtual = virtual_clock_available()
+    choices = [c for exp in exps for c in choose(exp, missing, args.tier, virtual)]
+    print(f"reproduce {paper} ({profile} profile): where each measurement runs", file=sys.stderr)
+    for c in choices:
+        print(f"  {c.experiment}/{c.measurement} on {', '.join(c.topologies)}: {c.tier} tier, "
+              f"{c.clock} clock, {c.trials} trials - {c.reason}", file=sys.stderr)
+    if any(c.tier == "vm" for c in choices) and not virtual:
+        print("  (the full-kernel tier runs on the real clock: this testbed has no virtual "
+              "clock yet, so VM timings include emulation overhead)", file=sys.stderr)
+    if args.dry_run:
+        print(f"{sum(c.trials for c in choices)} trials", file=sys.stderr)
+        return 0
+
+    t0 = time.monotonic()
+    before = _run_ids(db)
+    rc = 0
+    for exp in exps:
+        host = [c for c in choices if c.experiment == exp.name and c.tier == "host"]
+        if host:
+            print(f"== {exp.name}: {', '.join(c.measurement for c in host)} on the host kernel",
+                  file=sys.stderr)
+            rc |= _run_here(_subset(exp, host), db)
+    vm_only = [c.spec for c in choices if c.tier == "vm"]
+    if vm_only:
+        rc |= _run_vm(paper, args.quick, vm_only, db,
+                      "virtual" if any(c.clock == "virtual" for c in choices) else None)
+    new = sorted(_run_ids(db) - before)
+    if args.no_report:
+        return rc
+    if not new:
+        raise UsageError(f"no runs of {paper} were recorded in {db}",
+                         hint="see the messages above")
+    from testbed.report.render import write_report
+
+    out = args.out or Path("reports") / (paper + ("-quick" if args.quick else ""))
+    rep = write_report(db, out, run_ids=new)
+    failed = sum(len(s.failed) for s in rep.sections)
+    print(f"\nreproduce {paper}: {format_duration(time.monotonic() - t0)}, runs "
+          f"{', '.join(new)}, {failed} failed trial(s)", file=sys.stderr)
+    print(f"report: {rep.html.resolve()}", file=sys.stderr)
+    print(_ledger_line(rep), file=sys.stderr)
+    return rc
+
+
+def _run_here(exp: Any, db: Path) -> int:
+    from testbed.experiment import run_experiment
+
+    summary = run_experiment(exp, db=db)
+    print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
+          file=sys.stderr)
+    return 1 if summary.failed else 0
+
+
+def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | None) -> int:
+    from testbed import vm
+
+    argv = ["testbed", "reproduce", paper, "--no-report", *(["--quick"] if quick else [])]
+    for o in only:
+        argv += ["--only", o]
+    print(f"== full-kernel tier: {' '.join(argv)}", file=sys.stderr)
+    kw: dict[str, Any] = {"clock": clock} if clock else {}
+    with _env("TESTBED_DB", str(db.resolve())):
+        res = vm.run_in_vm(argv, **kw)
+    if res.returncode != 0:
+        print(f"the full-kernel tier exited with {res.returncode}", file=sys.stderr)
+    return 1 if res.returncode else 0

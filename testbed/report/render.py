@@ -1,0 +1,200 @@
+"""The report page: gathers figures, tables, claims ledger, provenance and failed trials per paper
+and renders them into one self-contained HTML page (Jinja2), with PNG and SVG files beside it."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed import results
+from testbed.report import papers
+from testbed.report.data import Dataset, load, run_clock, run_tier
+from testbed.report.figures import FIGURES, Figure, draw
+from testbed.report.tables import PaperTable, QuoteRow, gamess_tables, quote_rows
+
+STATUSES = ("holds", "does not hold", "not measured", "not measurable here")
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    experiment: str
+    profile: str
+    started: str
+    finished: str
+    ok: int
+    errors: int
+    planned: int
+    tier: str
+    clock: str
+    shaping: str
+    provenance: dict[str, Any]
+
+
+@dataclass
+class FailedTrial:
+    experiment: str
+    measurement: str
+    point: str
+    repetition: int
+    error: str
+
+
+@dataclass
+class Section:
+    """Everything the page shows for one paper (or one experiment of no paper)."""
+
+    paper: str
+    title: str
+    experiments: list[str]
+    figures: list[Figure] = field(default_factory=list)
+    paper_tables: list[PaperTable] = field(default_factory=list)
+    quotes: list[QuoteRow] = field(default_factory=list)
+    claims: list[Any] = field(default_factory=list)  # testbed.report.claims.ClaimResult
+    claims_note: str = ""
+    runs: list[RunInfo] = field(default_factory=list)
+    failed: list[FailedTrial] = field(default_factory=list)
+    trials_ok: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = Counter(str(getattr(r, "status", "")) for r in self.claims)
+        return {s: c.get(s, 0) for s in STATUSES}
+
+
+@dataclass
+class Report:
+    db: Path
+    out: Path
+    sections: list[Section]
+    generated: str
+
+    @property
+    def html(self) -> Path:
+        return self.out / "index.html"
+
+    def counts(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for s in self.sections:
+            total.update(s.counts)
+        return {s: total.get(s, 0) for s in STATUSES}
+
+
+def _evaluate(paper: str, trials: Sequence[results.TrialRow], runs: Sequence[dict[str, Any]]
+              ) -> tuple[list[Any], str]:
+    """The claims ledger from testbed.report.claims.evaluate, or why there is none."""
+    try:
+        claims = importlib.import_module("testbed.report.claims")
+    except ModuleNotFoundError as exc:
+        if exc.name != "testbed.report.claims":
+            raise
+        return [], "the claims module (testbed.report.claims) is not part of this build"
+    try:
+        return list(claims.evaluate(paper, trials, runs)), ""
+    except Exception as exc:  # a bug in one claim must not hide the rest of the report
+        return [], f"the claims ledger could not be evaluated: {type(exc).__name__}: {exc}"
+
+
+def _ts(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "unfinished"
+
+
+def _run_info(ds: Dataset, r: dict[str, Any]) -> RunInfo:
+    prov = r["provenance"]
+    shaping = sorted({ds.env(t).shaping for t in ds.trials if t.run_id == r["run_id"]})
+    return RunInfo(r["run_id"], r["experiment"], r["profile"], _ts(r["started"]),
+                   _ts(r["finished"]), r["ok"], r["errors"], r["planned"], run_tier(prov),
+                   run_clock(prov), ", ".join(shaping) or "-", prov)
+
+
+def _failed(trials: Sequence[results.TrialRow]) -> list[FailedTrial]:
+    out = []
+    for t in trials:
+        if t.status != "error":
+            continue
+        pt = ", ".join(f"{k}={v}" for k, v in t.point.items())
+        out.append(FailedTrial(t.experiment, t.measurement, pt, t.repetition,
+                               (t.error or "no reason recorded").strip()))
+    return out
+
+
+def build(ds: Dataset, out: Path) -> Report:
+    """Every section's data (figures drawn into `out`), ready for the template."""
+    sections: list[Section] = []
+    exps = ds.experiments()
+    by_paper: dict[str, list[str]] = {}
+    for e in exps:
+        by_paper.setdefault(papers.paper_of(e) or f"experiment:{e}", []).append(e)
+    order = [p for p in papers.PAPER_EXPERIMENTS if p in by_paper] + sorted(
+        p for p in by_paper if p not in papers.PAPER_EXPERIMENTS)
+    for paper in order:
+        names = by_paper[paper]
+        trials = ds.trials_of(names)
+        runs = ds.runs_of(names)
+        sec = Section(paper, papers.PAPER_TITLES.get(paper, paper.split(":", 1)[-1]), names,
+                      runs=[_run_info(ds, r) for r in runs], failed=_failed(trials),
+                      trials_ok=sum(1 for t in trials if t.status == "ok"))
+        if paper in FIGURES:
+            sec.figures = FIGURES[paper](ds)
+            for f in sec.figures:
+                draw(f, out)
+            if paper == "gamess-morales":
+                sec.paper_tables = gamess_tables(ds)
+            sec.quotes = quote_rows(ds, paper)
+            sec.claims, sec.claims_note = _evaluate(paper, trials, runs)
+        else:
+            sec.claims_note = "this experiment reproduces no paper: no claims"
+        sections.append(sec)
+    return Report(ds.db, out, sections, time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+
+
+def fmt(v: Any, digits: int = 4) -> str:
+    """A number for a table: 4 significant digits, no exponent for everyday magnitudes."""
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    x = float(v)
+    if math.isnan(x):
+        return "-"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    if mag >= 6 or mag < -4:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(0, digits - 1 - mag)
+    return f"{x:.{decimals}f}"
+
+
+def render(report: Report) -> Path:
+    """Write index.html into the report folder and return its path."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("testbed.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters["fmt"] = fmt
+    page = env.get_template("report.html").render(report=report, statuses=STATUSES)
+    report.out.mkdir(parents=True, exist_ok=True)
+    report.html.write_text(page)
+    return report.html
+
+
+def write_report(db: Path, out: Path, run_ids: Sequence[str] = (),
+                 experiments: Sequence[str] = ()) -> Report:
+    """Load the selection from `db`, draw and tabulate it, and write `out`/index.html."""
+    ds = load(db, run_ids, experiments)
+    out.mkdir(parents=True, exist_ok=True)
+    report = build(ds, out)
+    render(report)
+    return report

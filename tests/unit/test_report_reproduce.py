@@ -1,0 +1,82 @@
+"""`testbed reproduce`: paper names, the per-measurement tier choice, and what --dry-run prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from testbed.cli import main
+from testbed.commands.report import _parse_only, _subset, choose, resolve_paper
+from testbed.errors import UsageError
+from testbed.experiment import find_experiment, load_experiment, plan
+
+
+def lacks(*features: str):  # type: ignore[no-untyped-def]
+    def missing(wanted: Sequence[str]) -> list[str]:
+        return [f for f in wanted if f in features]
+
+    return missing
+
+
+def test_paper_names() -> None:
+    assert resolve_paper("gamess-morales") == "gamess-morales"
+    assert resolve_paper("transition") == "quintero-2016"
+    with pytest.raises(UsageError) as exc:
+        resolve_paper("nope-1999")
+    assert "gometz-2015" in str(exc.value) and "zeadally-2004" in str(exc.value)
+
+
+def test_unknown_paper_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "nope-1999", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown paper 'nope-1999'" in err and "quintero-2016" in err
+
+
+def test_gamess_delay_goes_to_the_vm_only_without_netem() -> None:
+    exp = load_experiment(find_experiment("gamess-morales"), "quick")
+    tiers = {c.measurement: c.tier for c in choose(exp, lacks("netem", "sit", "jool"))}
+    assert tiers["throughput_v4"] == tiers["throughput_v6"] == "host"
+    assert tiers["owd_v4"] == tiers["owd_v6"] == "vm"
+    assert {c.tier for c in choose(exp, lacks())} == {"host"}
+    forced = choose(exp, lacks("netem"), forced="host")
+    assert {c.tier for c in forced} == {"host"}
+    assert "host lacks netem" in next(c.reason for c in forced if c.measurement == "owd_v4")
+    virtual = choose(exp, lacks("netem"), virtual=True)
+    assert {(c.tier, c.clock) for c in virtual} == {("host", "real"), ("vm", "virtual")}
+
+
+def test_transition_mechanisms_need_their_modules() -> None:
+    exp = load_experiment(find_experiment("transition"), "quick")
+    choices = choose(exp, lacks("sit", "jool", "netem"))
+    tier = {(c.measurement, t): c.tier for c in choices for t in c.topologies}
+    tput = [m.name for m in exp.measurements if m.kind == "iperf3"]
+    assert tput
+    for m in tput:
+        for topo in ("6to4", "isatap", "nat64-jool"):
+            if (m, topo) in tier:
+                assert tier[(m, topo)] == "vm"
+        for topo in ("native4", "native6", "nat64-tayga"):
+            if (m, topo) in tier:
+                assert tier[(m, topo)] == "host"
+    assert any(t == "6to4" for (_m, t) in tier) and any(t == "native6" for (_m, t) in tier)
+    assert all("sit" in c.reason for c in choices if "6to4" in c.topologies)
+    assert sum(c.trials for c in choices) == len(plan(exp))
+    # the subset for one tier plans exactly that tier's trials
+    host = [c for c in choices if c.tier == "host"]
+    sub = plan(_subset(exp, host))
+    assert len(sub) == sum(c.trials for c in host)
+    assert {t.topo.topology for t in sub} <= {"native4", "native6", "nat64-tayga"}
+    assert {t.group_key for t in sub} <= {t.group_key for t in plan(exp)}
+    assert _parse_only(host[0].spec).topologies == host[0].topologies
+
+
+def test_dry_run_prints_the_choice(capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("testbed.capabilities.missing", lacks("netem"))
+    assert main(["reproduce", "gamess-morales", "--quick", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "gamess-morales/throughput_v4 on chain: host tier, real clock" in err
+    assert "gamess-morales/owd_v4 on chain: vm tier" in err
+    assert "needs per-packet serialization" in err
+    assert "trials" in err.splitlines()[-1]
