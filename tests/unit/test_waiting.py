@@ -40,6 +40,7 @@ def virtual(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("TESTBED_ICOUNT_SHIFT", "0")
     monkeypatch.setenv("TESTBED_HOST_CLOCK", str(stamp))
     monkeypatch.delenv("TESTBED_DEADLINE_SCALE", raising=False)
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
     monkeypatch.setattr(time, "monotonic", LeapingClock(30.0))
     return stamp
 
@@ -48,6 +49,7 @@ def virtual(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def real(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TESTBED_CLOCK", raising=False)
     monkeypatch.delenv("TESTBED_DEADLINE_SCALE", raising=False)
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
     monkeypatch.setattr(time, "monotonic", LeapingClock(30.0))
 
 
@@ -79,6 +81,11 @@ def test_deadline_on_the_local_clock_elsewhere(real: None) -> None:
 
 
 def test_deadline_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TESTBED_DEADLINE_SCALE", raising=False)
+    monkeypatch.setenv("TESTBED_IN_VM", "1")  # emulation: programs start slowly
+    assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 2.0 * waiting.VM_SCALE
+    monkeypatch.delenv("TESTBED_IN_VM")
+    assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 2.0
     monkeypatch.setenv("TESTBED_DEADLINE_SCALE", "3")
     assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 6.0
     monkeypatch.setenv("TESTBED_DEADLINE_SCALE", "nonsense")
