@@ -217,7 +217,8 @@ def clock_label(row: TrialRow) -> str:
 def start_run(con: sqlite3.Connection, experiment: str, profile: str, spec: Mapping[str, Any],
               prov: Mapping[str, Any], planned: int) -> str:
     """Record a new run and return its id."""
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(wall_time()))
+    run_id = stamp + "-" + uuid.uuid4().hex[:6]
     with con:
         con.execute(
             "INSERT INTO runs (run_id, experiment, profile, started, planned, provenance, spec) "
