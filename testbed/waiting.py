@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -164,3 +165,21 @@ def process_timeout(seconds: float, env: Mapping[str, str] | None = None) -> flo
     if is_virtual(env):
         return None
     return seconds * scale(env)
+
+
+def wait_process(popen: subprocess.Popen[Any], seconds: float) -> int:
+    """`popen.wait(timeout=seconds)`, the timeout on the host's clock in a virtual-clock guest.
+
+    A process exiting there closes its files over 9p (host I/O): the guest clock leaps and a
+    guest-time grace period would run out before the process is gone. Raises
+    subprocess.TimeoutExpired like Popen.wait.
+    """
+    if not is_virtual():
+        return popen.wait(timeout=seconds)
+    deadline = Deadline(seconds)
+    while True:
+        try:
+            return popen.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            if deadline.expired():
+                raise

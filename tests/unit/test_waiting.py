@@ -256,3 +256,32 @@ def test_pingpong_runner_records_the_mode_it_chose(monkeypatch: pytest.MonkeyPat
     tb = RecordingTestbed()
     doc = runners._pingpong_once(tb, "h2", "h1", "10.0.0.2", p, runners.Context(), 10)  # type: ignore[arg-type]
     assert all("--busy-poll" in a for a in tb.argvs) and doc["mode_reason"].startswith("busy")
+
+
+def test_process_stop_grace_survives_a_leaping_guest_clock(virtual: Path) -> None:
+    """A process that takes a moment to exit (closing files over 9p leaps the guest clock)
+    is waited for on the host's clock, not declared stuck after 2 s of guest time."""
+    import subprocess
+
+    class LeapingPopen(subprocess.Popen[bytes]):
+        def wait(self, timeout: float | None = None) -> int:
+            time.monotonic()  # every wait leaps the guest clock by 30 s
+            return super().wait(timeout)
+
+    p = LeapingPopen(["sleep", "0.3"])
+    assert waiting.wait_process(p, 2.0) == 0
+
+
+def test_wait_process_times_out_on_the_host_clock(virtual: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    host = iter(float(i) for i in range(10_000))
+    monkeypatch.setattr(waiting, "host_time", lambda env=None: next(host))
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait_process(p, 2.0)
+    finally:
+        p.kill()
+        p.wait()
