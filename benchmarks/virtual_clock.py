@@ -152,7 +152,11 @@ def owd_part(a: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
                       flush=True)
             walls.append(run_experiment(toml, f"owd-{i}", db))
         rows = rows_of(db)
-        errors.append(sum(1 for r in rows if r.status != "ok"))
+        failed = [r for r in rows if r.status != "ok"]
+        errors.append(len(failed))
+        for r in failed:
+            print(f"run {i} failed: {r.measurement} {r.point}: "
+                  f"{(r.error or '').splitlines()[0]}")
         runs.append(owd_cells(rows))
     one, two = runs
     print("\n## Determinism: OWD median, run 1 vs run 2 (run 2 with the host loaded)\n")
