@@ -20,7 +20,8 @@ Usage (as root, from the checkout; every part is optional and sized by its flags
         [--ip 4,6] [--rates ethernet,fastethernet] [--routers 0,1,2,3,4,5]
         [--payloads-v4 10,100,400,700,1000,1480] [--payloads-v6 10,100,400,700,1000,1460]
         [--count 200] [--tp-payloads-v4 10,100,...] [--tp-payloads-v6 ...] [--no-load]
-        [--transition-rates ethernet,fastethernet] [--json FILE]
+        [--transition-rates ethernet,fastethernet] [--transition-sizes 100,1000,4000]
+        [--json FILE]
 
 Defaults are the full gamess-morales OWD grid (2 runs), Tables I-II payloads at ethernet
 (2 runs) and the transition quick profile: hours of TCG time; pass smaller sets to sample.
@@ -295,6 +296,10 @@ def transition_part(a: argparse.Namespace, work: Path, report: dict[str, Any]) -
     if a.transition_rates:
         src = src.replace('"topology.rate" = ["ethernet", "fastethernet"]',
                           f'"topology.rate" = {toml_list(a.transition_rates)}')
+    if a.transition_sizes:  # the quick profile's payload lists, reduced
+        sizes = toml_list(a.transition_sizes)
+        src = src.replace("size = [100, 1000, 4000]", f"size = {sizes}")
+        src = src.replace("length = [100, 1000, 4000]", f"length = {sizes}")
     db = work / "transition.sqlite"
     wall = run_experiment(src, "transition", db, ["--quick"])
     rows = rows_of(db)
@@ -338,6 +343,8 @@ def main() -> int:
     p.add_argument("--tp-resolution", type=float, default=0.002)
     p.add_argument("--tp-runs", type=int, default=2)
     p.add_argument("--transition-rates", type=words, default=None)
+    p.add_argument("--transition-sizes", type=ints, default=None,
+                   help="replace the quick profile's sizes (100,1000,4000)")
     p.add_argument("--json", type=Path, help="keep every number here")
     a = p.parse_args()
     if os.geteuid() != 0:
