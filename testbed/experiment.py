@@ -18,7 +18,11 @@ from testbed.measure import runners
 from testbed.progress import Progress
 
 TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions", "measurements",
-            "quick", "paper")
+            "quick", "paper", "clock")
+CLOCKS = ("real", "virtual")
+"""`clock = ...` in an experiment file: the clock its numbers must be measured on (absent: any).
+'virtual' is the full-kernel tier on QEMU's instruction counter (`testbed vm --clock virtual`),
+which `testbed run` boots by itself."""
 PROFILE_KEYS = ("repetitions", "params", "sweep", "measurements")
 MEASUREMENT_META = ("kind", "description", "where")
 PROFILES = ("full", "quick")
@@ -71,13 +75,14 @@ class Experiment:
     repetitions: int
     measurements: list[MeasurementSpec]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    clock: str | None = None  # "virtual" / "real": the clock it must run on; None: any
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "file": self.file, "profile": self.profile,
             "description": self.description, "topology": self.topology, "params": self.params,
             "topo_sweep": self.topo_sweep, "meas_sweep": self.meas_sweep,
-            "repetitions": self.repetitions,
+            "repetitions": self.repetitions, "clock": self.clock,
             "measurements": [{"name": m.name, "kind": m.kind, "params": m.params,
                               "sweep": m.sweep, "where": m.where} for m in self.measurements],
         }
@@ -195,6 +200,9 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
     if "topology" not in raw:
         raise SpecError(file, "topology", "missing", "a topology name such as chain")
     topology = _names(raw["topology"], file, "topology")
+    clock = raw.get("clock")
+    if clock is not None and clock not in CLOCKS:
+        raise SpecError(file, "clock", f"{clock!r} is not a clock", " or ".join(CLOCKS))
     params = _table(raw, "params", file)
     sweep = _table(raw, "sweep", file)
     reps = raw.get("repetitions", 1)
@@ -303,7 +311,7 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
     exp = Experiment(
         name=name, file=file, profile=profile, description=description,
         topology=topology, params=params, topo_sweep=topo_sweep, meas_sweep=meas_sweep,
-        repetitions=reps, measurements=measurements, raw=dict(raw),
+        repetitions=reps, measurements=measurements, raw=dict(raw), clock=clock,
     )
     total = count_trials(exp)
     if total > MAX_TRIALS:
@@ -613,26 +621,35 @@ def _store_errors(con: Any, db: Path, exp: Experiment) -> Iterator[None]:
         ) from None
 
 
+def _clock_doc(guest_started: float) -> dict[str, Any]:
+    """The clock a trial ran on, and its start and end on the guest's own clock (which, on a
+    virtual clock, leaps ahead of the host's wall clock stored as started/finished)."""
+    return {"clock": results.clock_info(),
+            "guest_time": {"started": guest_started, "finished": time.time()}}
+
+
 def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc: Any,
          qdiscs: Any, do_trial: Callable[[Any, TrialPlan, runners.Context], runners.Measured],
          ctx: runners.Context, prog: Progress) -> int:
     prog.start(t.label)
-    started = time.time()
+    started = results.wall_time()
+    guest_started = time.time()
     try:
         m = do_trial(tb, t, ctx)
     except TestbedError as exc:
         row = results.TrialRow(
             t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
-            t.point, t.group_key, t.repetition, started, time.time(), "error", str(exc),
-            {}, {"params": t.params}, topo_doc, qdiscs)
+            t.point, t.group_key, t.repetition, started, results.wall_time(), "error", str(exc),
+            {}, {"params": t.params, **_clock_doc(guest_started)}, topo_doc, qdiscs)
         results.write_trial(con, row)
         prog.finish(ok=False)
         prog.note(f"trial failed: {t.label}: {exc}")
         return 1
     row = results.TrialRow(
         t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
-        t.point, t.group_key, t.repetition, started, time.time(), "ok", None,
-        m.metrics, {"params": t.params, **m.result}, topo_doc, qdiscs)
+        t.point, t.group_key, t.repetition, started, results.wall_time(), "ok", None,
+        m.metrics, {"params": t.params, **m.result, **_clock_doc(guest_started)},
+        topo_doc, qdiscs)
     results.write_trial(con, row)
     prog.finish()
     return 0

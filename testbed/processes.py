@@ -15,6 +15,7 @@ from typing import Any
 
 from testbed import netlink
 from testbed.errors import CommandError, MissingCapability
+from testbed.waiting import wait_process
 
 IP = "ip"
 
@@ -113,10 +114,10 @@ class ManagedProcess:
         if self.popen.poll() is None:
             _signal_group(self.popen.pid, signal.SIGTERM)
             try:
-                self.popen.wait(timeout=grace)
+                wait_process(self.popen, grace)
             except subprocess.TimeoutExpired:
                 _signal_group(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout=5)
+                wait_process(self.popen, 5)
         else:
             _signal_group(self.popen.pid, signal.SIGKILL)  # stragglers of its group
         for stream in (self.popen.stdout, self.popen.stderr):

@@ -68,8 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "kernel(*features): needs these testbed features (netem, sit, jool, tun, tayga, ...); "
-        "where this machine lacks one, the test runs in the full-kernel VM instead",
+        "kernel(*features, clock=None): needs these testbed features (netem, sit, jool, tun, "
+        "tayga, ...); where this machine lacks one, the test runs in the full-kernel VM "
+        "instead; clock='virtual' runs it in a second boot on the virtual clock",
     )
     config.addinivalue_line(
         "markers",
@@ -83,6 +84,29 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+VIRTUAL_CLOCK = "virtual-clock"
+"""What a test marked `kernel(..., clock="virtual")` lacks outside a virtual-clock guest."""
+
+
+def kernel_clock(item: pytest.Item) -> str | None:
+    """The clock the item's kernel markers ask for ('virtual', 'real'), or None (any)."""
+    for mark in item.iter_markers("kernel"):
+        clock = mark.kwargs.get("clock")
+        if clock is not None:
+            if clock not in ("virtual", "real"):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: kernel(clock=...) is 'virtual' or 'real', got {clock!r}"
+                )
+            return str(clock)
+    return None
+
+
+def _lacks_clock(item: pytest.Item) -> list[str]:
+    from testbed.waiting import clock_name
+
+    return [VIRTUAL_CLOCK] if kernel_clock(item) == "virtual" != clock_name() else []
 
 
 def kernel_features(item: pytest.Item) -> list[str]:
@@ -106,7 +130,7 @@ def pytest_collection_modifyitems(
 ) -> None:
     state = config.stash[_STATE]
     marked = [(item, kernel_features(item)) for item in items]
-    marked = [(item, feats) for item, feats in marked if feats]
+    marked = [(item, feats) for item, feats in marked if feats or kernel_clock(item)]
     if not marked:
         return
     missing_of = _missing_probe()
@@ -114,8 +138,8 @@ def pytest_collection_modifyitems(
     for item, feats in marked:
         key = tuple(sorted(feats))
         if key not in cache:
-            cache[key] = list(missing_of(key))
-        item.stash[_MISSING] = cache[key]
+            cache[key] = list(missing_of(key)) if key else []
+        item.stash[_MISSING] = cache[key] + _lacks_clock(item)
     if state.in_vm:
         return  # checked again at setup, where a missing feature fails the test
     deferred = [item for item, _ in marked if item.stash[_MISSING]]
@@ -138,7 +162,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if state.in_vm:
         pytest.fail(
             f"inside the full-kernel VM but still missing: {', '.join(missing)} "
-            "(scripts/provision.sh installs the modules and programs)",
+            + (
+                "(the virtual clock: run it under `testbed vm --clock virtual`)"
+                if VIRTUAL_CLOCK in missing
+                else "(scripts/provision.sh installs the modules and programs)"
+            ),
             pytrace=False,
         )
     why = (
@@ -230,26 +258,39 @@ def _run_vm_pass(session: pytest.Session, state: _State) -> None:
     argv += ["-v"] * max(config.option.verbose, 0)
     if config.option.verbose < 0:
         argv.append("-q")
-    argv += [item.nodeid for item in state.deferred]
-    try:
-        result = vm.run_in_vm(
-            argv,
-            memory=config.getoption("--testbed-vm-memory"),
-            keep_files=[VM_SUMMARY],
-            cwd=config.rootpath,
-        )
-    except TestbedError as exc:
-        state.vm_error = f"the VM could not run the tests: {exc}"
-        return
-    raw = result.scratch_files.get(VM_SUMMARY)
-    if raw is None:
-        state.vm_error = f"the VM pass ended (exit {result.returncode}) without a summary"
-        return
-    counts: dict[str, int] = json.loads(raw)
-    counts["failed_total"] = counts.get("failed", 0) + counts.get("error", 0)
-    if result.returncode != 0 and counts["failed_total"] == 0:
-        state.vm_error = f"pytest in the VM exited {result.returncode}"
-    state.vm_counts = counts
+    # One boot per clock: the real-clock VM for what lacks kernel features, a second,
+    # virtual-clock boot for the tests marked kernel(..., clock="virtual").
+    by_clock: dict[str, list[pytest.Item]] = {}
+    for item in state.deferred:
+        clock = "virtual" if VIRTUAL_CLOCK in item.stash.get(_MISSING, []) else "real"
+        by_clock.setdefault(clock, []).append(item)
+    total: dict[str, int] = {}
+    for clock, items in sorted(by_clock.items()):
+        try:
+            result = vm.run_in_vm(
+                argv + [item.nodeid for item in items],
+                memory=config.getoption("--testbed-vm-memory"),
+                keep_files=[VM_SUMMARY],
+                cwd=config.rootpath,
+                clock=clock,
+            )
+        except TestbedError as exc:
+            state.vm_error = f"the {clock}-clock VM could not run the tests: {exc}"
+            return
+        raw = result.scratch_files.get(VM_SUMMARY)
+        if raw is None:
+            state.vm_error = (
+                f"the {clock}-clock VM pass ended (exit {result.returncode}) without a summary"
+            )
+            return
+        counts: dict[str, int] = json.loads(raw)
+        failed = counts.get("failed", 0) + counts.get("error", 0)
+        if result.returncode != 0 and failed == 0:
+            state.vm_error = f"pytest in the {clock}-clock VM exited {result.returncode}"
+        for k, v in counts.items():
+            total[k] = total.get(k, 0) + v
+    total["failed_total"] = total.get("failed", 0) + total.get("error", 0)
+    state.vm_counts = total
 
 
 def _write_vm_summary(state: _State) -> None:

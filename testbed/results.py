@@ -237,19 +237,46 @@ def provenance() -> dict[str, Any]:
             "ip": _cmd_version(["ip", "-V"]),
             "tayga": _cmd_version(["tayga", "--version"]) if shutil.which("tayga") else None,
         },
-        "recorded_at": time.time(),
+        "recorded_at": wall_time(),
+        "clock": clock_info(),
     }
+
+
+def wall_time() -> float:
+    """The host's wall clock, also in a virtual-clock guest (whose own clock leaps ahead)."""
+    from testbed.waiting import host_time
+
+    return host_time()
+
+
+def clock_info() -> dict[str, Any]:
+    """The clock this process measures on (stored with every trial; see testbed.waiting)."""
+    from testbed.waiting import clock_info as info
+
+    return info()
+
+
+UNRECORDED_CLOCK = "real(not recorded)"
+
+
+def clock_label(row: TrialRow) -> str:
+    """The clock a stored trial was measured on: statistics never mix two of them."""
+    clock = row.result.get("clock") if isinstance(row.result, dict) else None
+    if isinstance(clock, dict) and clock.get("label"):
+        return str(clock["label"])
+    return UNRECORDED_CLOCK
 
 
 def start_run(con: sqlite3.Connection, experiment: str, profile: str, spec: Mapping[str, Any],
               prov: Mapping[str, Any], planned: int) -> str:
     """Record a new run and return its id."""
-    run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(wall_time()))
+    run_id = stamp + "-" + uuid.uuid4().hex[:6]
     with con:
         con.execute(
             "INSERT INTO runs (run_id, experiment, profile, started, planned, provenance, spec) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (run_id, experiment, profile, time.time(), planned, canonical(prov), canonical(spec)),
+            (run_id, experiment, profile, wall_time(), planned, canonical(prov), canonical(spec)),
         )
     return run_id
 
@@ -265,7 +292,7 @@ def unfinished_run(con: sqlite3.Connection, experiment: str, profile: str) -> st
 
 def finish_run(con: sqlite3.Connection, run_id: str) -> None:
     with con:
-        con.execute("UPDATE runs SET finished=? WHERE run_id=?", (time.time(), run_id))
+        con.execute("UPDATE runs SET finished=? WHERE run_id=?", (wall_time(), run_id))
 
 
 def done_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
@@ -363,16 +390,18 @@ def merge(src: Path, dst: Path) -> int:
 
 
 def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
-    """Per group (experiment, measurement, sweep point without repetition): statistics of every
-    metric over the repetitions that succeeded."""
+    """Per group (experiment, measurement, sweep point without repetition, clock): statistics
+    of every metric over the repetitions that succeeded. Trials measured on different clocks
+    (`clock_label`: virtual with its icount shift, real with its kernel) are never pooled."""
     from testbed.stats import describe
 
-    groups: dict[tuple[str, str, str], list[TrialRow]] = {}
+    groups: dict[tuple[str, str, str, str], list[TrialRow]] = {}
     for r in rows:
         if r.status == "ok":
-            groups.setdefault((r.experiment, r.measurement, r.group_key), []).append(r)
+            key = (r.experiment, r.measurement, r.group_key, clock_label(r))
+            groups.setdefault(key, []).append(r)
     out = []
-    for (exp, meas, gkey), members in groups.items():
+    for (exp, meas, gkey, clock), members in groups.items():
         metrics: dict[str, list[float]] = {}
         for m in members:
             for k, v in m.metrics.items():
@@ -380,7 +409,7 @@ def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
                     metrics.setdefault(k, []).append(float(v))
         out.append({
             "experiment": exp, "measurement": meas, "point": members[0].point,
-            "group_key": gkey, "trials": len(members),
+            "group_key": gkey, "clock": clock, "trials": len(members),
             "metrics": {k: describe(v).to_dict() for k, v in sorted(metrics.items())},
         })
     return out

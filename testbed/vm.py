@@ -24,6 +24,7 @@ from typing import IO
 
 from testbed import processes
 from testbed.errors import CommandError, MissingCapability, TestbedError, UsageError
+from testbed.waiting import ENV_CLOCK, ENV_HOST_CLOCK, ENV_ICOUNT_SHIFT
 
 ENV_IN_VM = "TESTBED_IN_VM"
 """Set to "1" in the guest; the pytest plugin and `testbed doctor` read it."""
@@ -67,6 +68,14 @@ KVM_BOOT_DEADLINE_S = 60.0
 ENV_ACCEL = "TESTBED_VM_ACCEL"
 """'kvm', 'tcg' or 'auto' (default): force or probe the accelerator of the full-kernel tier."""
 KVM_VERDICT = "vm/kvm-verdict.json"  # under the state dir, outside the run records (*.json)
+
+CLOCKS = ("real", "virtual")
+"""`testbed vm --clock`: the guest's clock follows the host's (real) or counts instructions."""
+DEFAULT_ICOUNT_SHIFT = 0
+"""Virtual clock: 2**shift ns of guest time per instruction (0: a 1 GHz one-instruction CPU)."""
+# In the guest: $TESTBED_CLOCK ('virtual' or 'real'), $TESTBED_ICOUNT_SHIFT, and
+# $TESTBED_HOST_CLOCK, a file on the host whose modification time gives host wall time.
+HOST_CLOCK_FILE = "host-clock"
 
 
 # --- discovery (pure given the paths) ------------------------------------------------------
@@ -288,6 +297,8 @@ class VmSpec:
     path_first: tuple[Path, ...] = ()  # prepended to PATH in the guest (the venv's bin)
     loose_dirs: tuple[Path, ...] = ()  # re-mounted from the cache=loose export
     modules: tuple[str, ...] = GUEST_MODULES
+    clock: str = "real"  # "virtual": QEMU -icount, one vCPU, TCG
+    icount_shift: int = DEFAULT_ICOUNT_SHIFT
 
     @property
     def script(self) -> Path:
@@ -386,7 +397,7 @@ def vng_argv(spec: VmSpec, vng: Path) -> list[str]:
         "--memory",
         f"{spec.memory_mib}M",
         "--cpus",
-        str(spec.cpus),
+        "1" if spec.clock == "virtual" else str(spec.cpus),
         "--user",
         "root",
         "--cwd",
@@ -394,7 +405,7 @@ def vng_argv(spec: VmSpec, vng: Path) -> list[str]:
         f"--rwdir={spec.scratch}",
     ]
     argv += [f"--rwdir={d}" for d in spec.rwdirs]
-    if not spec.kvm:
+    if not spec.kvm or spec.clock == "virtual":  # -icount works only under TCG
         argv.append("--disable-kvm")
     # vng hands --exec to a shell; the path is ours (mkdtemp, no special characters).
     argv += ["--exec", f"sh {shlex.quote(str(spec.script))}"]
@@ -403,7 +414,40 @@ def vng_argv(spec: VmSpec, vng: Path) -> list[str]:
             f"--qemu-opts=-virtfs local,path=/,mount_tag={LOOSE_TAG},security_model=none,"
             "readonly=on,multidevs=remap"
         )
+    if spec.clock == "virtual":
+        # vng hands its --qemu-opts to virtme-run through a shell, which splits at spaces.
+        argv.append(f"--qemu-opts=-icount {icount_option(spec.icount_shift)}")
     return argv
+
+
+def icount_option(shift: int) -> str:
+    """QEMU's -icount value: fixed shift (deterministic), no sleeping while the guest idles."""
+    return f"shift={shift},sleep=off"
+
+
+def clock_env(clock: str, shift: int, scratch: Path) -> dict[str, str]:
+    """What the guest is told about its clock (testbed.waiting and the results read it)."""
+    env = {ENV_CLOCK: clock, ENV_HOST_CLOCK: str(scratch / HOST_CLOCK_FILE)}
+    if clock == "virtual":
+        env[ENV_ICOUNT_SHIFT] = str(shift)
+    return env
+
+
+def check_clock(clock: str, cpus: int | None, shift: int) -> int:
+    """Validate `--clock` with `--cpus` and the shift; return the vCPU count to boot with."""
+    if clock not in CLOCKS:
+        raise UsageError(f"--clock {clock!r}: expected one of {', '.join(CLOCKS)}")
+    if not 0 <= shift <= 10:
+        raise UsageError(f"--icount-shift {shift}: expected 0..10 (2**shift ns an instruction)")
+    if clock == "real":
+        return DEFAULT_CPUS if cpus is None else cpus
+    if cpus not in (None, 1):
+        raise UsageError(
+            f"--cpus {cpus} with --clock virtual: the virtual clock runs one vCPU "
+            "(QEMU's instruction counting is single-threaded)",
+            hint="drop --cpus, or use --clock real for more CPUs",
+        )
+    return 1
 
 
 # --- running -------------------------------------------------------------------------------
@@ -509,24 +553,35 @@ def run_in_vm(
     *,
     kernel: Path | None = None,
     memory: str = DEFAULT_MEMORY,
-    cpus: int = DEFAULT_CPUS,
+    cpus: int | None = None,
     results: Path | None = None,
     env: Mapping[str, str] | None = None,
     keep_files: Sequence[str] = (),
     kvm: bool | None = None,
     cwd: Path | None = None,
+    clock: str = "real",
+    icount_shift: int = DEFAULT_ICOUNT_SHIFT,
+    db: Path | None = None,
 ) -> VmResult:
     """Boot once, run `command` as root in the guest with live output, merge results back.
 
     `keep_files` names files the command writes into $TESTBED_SCRATCH that are returned in
-    `VmResult.scratch_files` (the scratch dir itself is always removed).
+    `VmResult.scratch_files` (the scratch dir itself is always removed). `clock="virtual"`
+    boots one vCPU under TCG with QEMU's instruction counter as the guest's clock.
+    `db` (a file) overrides where the trials are merged (default: `host_db(results)`).
     """
     if os.environ.get(ENV_IN_VM) == "1":
         raise UsageError("already inside the VM tier: run the command directly")
     if not command:
         raise UsageError("nothing to run: give a command after --, e.g. testbed vm -- lsmod")
+    cpus = check_clock(clock, cpus, icount_shift)
     if cpus < 1:
         raise UsageError(f"--cpus {cpus}: need at least 1")
+    if clock == "virtual":
+        if kvm:
+            raise UsageError("the virtual clock needs software emulation (TCG): QEMU's "
+                             "-icount does not work with KVM")
+        kvm = False
     memory_mib = parse_memory(memory)
     kernel_path = kernel or find_kernel()
     if not kernel_path.is_file():
@@ -536,7 +591,7 @@ def run_in_vm(
     check_memory(memory_mib, available_memory_mib())
     use_kvm = kvm_works(qemu) if kvm is None else kvm
     workdir = (cwd or Path.cwd()).resolve()
-    dst = host_db(results).resolve()
+    dst = (db if db is not None else host_db(results)).resolve()
     dst.parent.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="tb-vm-") as tmp:
@@ -550,6 +605,7 @@ def run_in_vm(
                 "TESTBED_DB": f"{GUEST_DB_DIR}/{GUEST_DB}",
                 "TESTBED_SCRATCH": str(scratch),
                 "TESTBED_HOST_DB": str(dst),
+                **clock_env(clock, icount_shift, scratch),
             }
         )
         guest_env.update(env or {})
@@ -566,8 +622,11 @@ def run_in_vm(
             env=guest_env,
             path_first=(Path(sys.executable).parent,),
             loose_dirs=default_loose_dirs([scratch, *rwdirs]),
+            clock=clock,
+            icount_shift=icount_shift,
         )
         spec.script.write_text(guest_script(spec))
+        (scratch / HOST_CLOCK_FILE).write_bytes(b"")
         result = _boot(spec, vng)
         if not result.booted and use_kvm and kvm is None:
             if result.hung:

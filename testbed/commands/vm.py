@@ -20,14 +20,34 @@ def register(subparsers: Any) -> None:
             "exit with its exit code. Results written by `testbed run` inside land in the "
             "host's results database. Uses KVM where it works, else software emulation."
         ),
-        epilog="example: testbed vm -- testbed run experiments/transition.toml --quick",
+        epilog="examples: testbed vm -- testbed run experiments/transition.toml --quick\n"
+        "          testbed vm --clock virtual -- testbed run gamess-morales --quick",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*-amd64)"
     )
     p.add_argument("--memory", default=vm.DEFAULT_MEMORY, help="guest memory (default %(default)s)")
     p.add_argument(
-        "--cpus", type=int, default=vm.DEFAULT_CPUS, help="guest CPUs (default %(default)s)"
+        "--cpus",
+        type=int,
+        default=None,
+        help=f"guest CPUs (default {vm.DEFAULT_CPUS}; always 1 with --clock virtual)",
+    )
+    p.add_argument(
+        "--clock",
+        choices=vm.CLOCKS,
+        default="real",
+        help="real: the guest's clock follows the host's (fast, noisy under emulation); "
+        "virtual: QEMU counts instructions (-icount), one vCPU, software emulation — "
+        "timing is deterministic and independent of the host (default %(default)s)",
+    )
+    p.add_argument(
+        "--icount-shift",
+        type=int,
+        default=vm.DEFAULT_ICOUNT_SHIFT,
+        metavar="N",
+        help="with --clock virtual: 2**N ns of guest time per instruction (default %(default)s)",
     )
     p.add_argument(
         "--results",
@@ -55,5 +75,7 @@ def run(args: argparse.Namespace) -> int:
         memory=args.memory,
         cpus=args.cpus,
         results=args.results,
+        clock=args.clock,
+        icount_shift=args.icount_shift,
     )
     return result.returncode

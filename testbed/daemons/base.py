@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from testbed.errors import DaemonError
+from testbed.waiting import Deadline
 
 if TYPE_CHECKING:
     from testbed.processes import ManagedProcess
@@ -50,8 +51,9 @@ def poll(
     alive: Callable[[], bool] | None = None,
 ) -> str | None:
     """Call `check` until it returns None (ready) or the deadline passes; returns the last
-    reason it was not ready (None when ready). Stops early when `alive` says the daemon died."""
-    end = time.monotonic() + deadline_s
+    reason it was not ready (None when ready). Stops early when `alive` says the daemon died.
+    The deadline is a `waiting.Deadline` (host wall time in a virtual-clock guest)."""
+    end = Deadline(deadline_s)
     reason: str | None = "not checked yet"
     while True:
         reason = check()
@@ -59,7 +61,7 @@ def poll(
             return None
         if alive is not None and not alive():
             return reason
-        if time.monotonic() > end:
+        if end.expired():
             return reason
         time.sleep(POLL_S)
 

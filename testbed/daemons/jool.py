@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from testbed.daemons.base import Node, poll
 from testbed.errors import DaemonError
+from testbed.waiting import process_timeout
 
 PROTOCOLS = ("--tcp", "--udp", "--icmp")
 
@@ -58,7 +59,7 @@ class Jool:
         self.started = False
 
     def _run(self, tb: Node, argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
-        out = tb.run(self.node, argv, check=False, timeout=30)
+        out = tb.run(self.node, argv, check=False, timeout=process_timeout(30))
         if out.returncode != 0:
             raise DaemonError(
                 "jool",
@@ -90,6 +91,6 @@ class Jool:
         if not self.started:
             return
         self.started = False
-        out = tb.run(self.node, self.config.remove_argv(), check=False, timeout=30)
+        out = tb.run(self.node, self.config.remove_argv(), check=False, timeout=process_timeout(30))
         if out.returncode != 0 and self.ready(tb) is None:
             raise DaemonError("jool", self.node, "could not remove its instance", out.stderr)

@@ -9,9 +9,12 @@ packet delay variation.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import itertools
 import json
 import math
+import os
 import socket
 import sys
 import time
@@ -30,6 +33,37 @@ def pack_seq(seq: int, size: int) -> bytes:
 def unpack_seq(data: bytes, size: int) -> int:
     """The sequence number at the start of a message, as `pack_seq` wrote it."""
     return int.from_bytes(data[: min(size, SEQ_BYTES)], "big")
+
+
+PR_SET_TIMERSLACK = 29
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask; the guest's vCPUs in the VM tier)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def choose_mode(busy_poll: bool, spinners: int, cpus: int | None = None) -> tuple[bool, str]:
+    """Whether to busy-poll, and why: spin only when asked and the spinners fit on the CPUs.
+
+    Spinners that outnumber the CPUs get the CPU only at scheduler ticks: every exchange then
+    costs a tick (4 ms at 250 Hz) whatever the network does, so the probe blocks instead.
+    """
+    n = available_cpus() if cpus is None else cpus
+    if not busy_poll:
+        return False, "blocking: busy_poll = false"
+    if spinners > n:
+        return False, f"blocking: {spinners} spinning processes would outnumber {n} CPU(s)"
+    return True, f"busy-poll: {spinners} spinning processes on {n} CPU(s)"
+
+
+def precise_sleep() -> None:
+    """Ask the kernel to wake this process on time (timer slack 1 ns instead of 50 µs)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
 
 
 def argv(
@@ -107,6 +141,7 @@ def _recv_exact(sock: socket.socket, n: int, busy: bool, deadline: float) -> byt
 
 def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
     """Echo every message back until killed (UDP) or the client closes (TCP)."""
+    precise_sleep()
     fam = _family(host)
     if protocol == "udp":
         s = socket.socket(fam, socket.SOCK_DGRAM)
@@ -140,6 +175,7 @@ def client(
     warmup: int,
 ) -> dict[str, Any]:
     """Exchange `count` messages (after `warmup` untimed ones) and return the JSON document."""
+    precise_sleep()
     fam = _family(host)
     if size < 1:
         raise ValueError("message size must be at least 1 byte")
@@ -197,6 +233,7 @@ def client(
         "count": count,
         "lost": lost,
         "busy_poll": busy,
+        "mode": "busy-poll" if busy else "blocking",
         "clock": "time.perf_counter_ns on the client only; OWD = RTT/2",
         "owd": summarize_owd(rtts),
         "rtts_ns": rtts,

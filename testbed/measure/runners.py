@@ -8,12 +8,12 @@ import math
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from testbed import waiting
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import iperf, ping, pingpong, rfc2544, stackcost, udpprobe
 from testbed.measure.cpu import CpuSampler
@@ -103,16 +103,22 @@ def wait_listening(
     deadline_s: float = 10.0,
     what: str = "server",
 ) -> None:
-    """Poll `ss` until something listens on `port` in `node` (or fail saying what did not)."""
+    """Poll `ss` until something listens on `port` in `node` (or fail saying what did not).
+
+    The deadline is a `waiting.Deadline`: host wall time in a virtual-clock guest, where the
+    guest clock leaps while the server starts (it reads its program over 9p).
+    """
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
+
+    def listening() -> bool:
         out = tb.run(node, ["ss", flag, "sport", "=", f":{port}"], check=False).stdout
-        if out.strip():
-            return
-        if proc is not None and not proc.alive():
-            break
-        time.sleep(0.02)
+        return bool(out.strip())
+
+    def died() -> bool:
+        return proc is not None and not proc.alive()
+
+    if waiting.wait_for(listening, deadline_s, give_up=died):
+        return
     raise DaemonError(
         what,
         node,
@@ -268,7 +274,9 @@ def run_iperf3(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         )
     results = {}
     for ip_v, argv, proc in procs:
-        out, err = proc.popen.communicate(timeout=float(p["duration"]) + 30)
+        out, err = proc.popen.communicate(
+            timeout=waiting.process_timeout(float(p["duration"]) + 30)
+        )
         if proc.popen.returncode != 0 and not out.strip():
             raise CommandError(argv, proc.popen.returncode, err, f"node {p['client']}")
         results[ip_v] = iperf.parse_iperf3(out, argv=argv, where=f"node {p['client']}")
@@ -348,11 +356,11 @@ def udp_trial(
             udpprobe.send_argv(
                 ctx.python, host=dst, port=port, size=data, pps=pps, duration_s=duration
             ),
-            timeout=duration * 3 + 30,
+            timeout=waiting.process_timeout(duration * 3 + 30),
         )
         sent = json.loads(tx.stdout)
         try:
-            rx.popen.wait(timeout=duration + 30)
+            rx.popen.wait(timeout=waiting.process_timeout(duration + 30))
         finally:
             rx.stop()
         if not out.exists():
@@ -456,7 +464,10 @@ def run_ping(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         count=int(p["count"]),
         interval_s=float(p["interval"]),
     )
-    proc = tb.run(p["client"], argv, check=False, timeout=float(p["count"]) * 2 + 30)
+    proc = tb.run(
+        p["client"], argv, check=False,
+        timeout=waiting.process_timeout(float(p["count"]) * 2 + 30),
+    )
     r = ping.parse_ping(proc.stdout)
     metrics = {"loss_percent": r.loss_percent, "icmp_data": float(size)}
     if r.rtts_ms:
@@ -484,7 +495,9 @@ def _pingpong_once(
     listen: str | None = None,
 ) -> dict[str, Any]:
     port = ctx.port()
-    kw = {"protocol": p["protocol"], "size": size, "busy_poll": bool(p["busy_poll"])}
+    # client and server both spin when busy-polling: block when they would outnumber the CPUs
+    busy, why = pingpong.choose_mode(bool(p["busy_poll"]), spinners=2)
+    kw = {"protocol": p["protocol"], "size": size, "busy_poll": busy}
     srv = tb.popen(
         node_srv,
         pingpong.argv(ctx.python, "server", host=listen or host, port=port, **kw),
@@ -496,11 +509,12 @@ def _pingpong_once(
         cli = tb.run(
             node_cli,
             pingpong.argv(ctx.python, "client", host=host, port=port, count=int(p["count"]), **kw),
-            timeout=float(p["count"]) + 60,
+            timeout=waiting.process_timeout(float(p["count"]) + 60),
         )
     finally:
         srv.stop()
     doc: dict[str, Any] = json.loads(cli.stdout)
+    doc["mode_reason"] = why
     return doc
 
 
@@ -531,6 +545,7 @@ def run_pingpong(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
     owd = doc["owd"]
     metrics = {f"owd_{k}": float(v) for k, v in owd.items() if k != "n"}
     metrics["lost"] = float(doc["lost"])
+    metrics["busy_poll"] = 1.0 if doc["busy_poll"] else 0.0
     metrics["message_bytes"] = float(size)
     overhead = None
     if p.get("overhead", True):
@@ -568,7 +583,7 @@ def run_stackcost(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measur
         out = tb.run(
             p["client"],
             stackcost.argv(ctx.python, "client", host=host, port=port, count=int(p["count"])),
-            timeout=float(p["count"]) + 120,
+            timeout=waiting.process_timeout(float(p["count"]) + 120),
         )
     finally:
         srv.stop()
@@ -612,11 +627,11 @@ def run_receiver(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
         udpprobe.send_argv(
             ctx.python, host=dst, port=port, size=data, pps=pps, duration_s=duration
         ),
-        timeout=duration * 3 + 30,
+        timeout=waiting.process_timeout(duration * 3 + 30),
     )
     cpu_doc = cpu.stop() if cpu else None
     try:
-        rx.popen.wait(timeout=duration + 30)
+        rx.popen.wait(timeout=waiting.process_timeout(duration + 30))
     finally:
         rx.stop()
     got = json.loads(out.read_text())

@@ -23,19 +23,34 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from testbed.measure.pingpong import percentile
+from testbed import waiting
+from testbed.measure.pingpong import choose_mode, percentile, precise_sleep
+
+PACINGS = ("auto", "spin", "sleep")
 
 
 def send_argv(
     python: str, *, host: str, port: int, size: int, pps: float, duration_s: float,
-    max_burst: int | None = None,
+    max_burst: int | None = None, pacing: str = "auto",
 ) -> list[str]:
     """argv of the paced sender; `max_burst` defaults to 0.5 ms worth of datagrams (at least 4),
-    about what a shaper's bucket takes at line rate."""
+    about what a shaper's bucket takes at line rate. `pacing`: see `pacing_mode`."""
     burst = max_burst if max_burst is not None else max(4, int(pps * 0.0005))
     return [python, "-m", "testbed.measure.udpprobe", "send", "--host", host, "--port", str(port),
             "--size", str(size), "--pps", f"{pps:.9g}", "--duration", f"{duration_s:g}",
-            "--max-burst", str(burst)]
+            "--max-burst", str(burst), "--pacing", pacing]
+
+
+def pacing_mode(pacing: str, cpus: int | None = None) -> tuple[bool, str]:
+    """(spin?, why): the sender spins through the last 0.4 ms before a datagram is due unless
+    told to sleep, or unless that spinning and the receiving side (receiver, forwarding)
+    would need more CPUs than there are — on one CPU every spin steals the receiver's time."""
+    if pacing == "spin":
+        return True, "spin: --pacing spin"
+    if pacing == "sleep":
+        return False, "sleep: --pacing sleep"
+    busy, why = choose_mode(True, spinners=2, cpus=cpus)
+    return busy, why.replace("busy-poll", "spin").replace("blocking", "sleep")
 
 
 def recv_argv(
@@ -151,14 +166,17 @@ def _read_counters() -> dict[str, int]:
     return parse_snmp_udp(Path("/proc/net/snmp").read_text(), snmp6)
 
 
-def send(host: str, port: int, size: int, pps: float, duration_s: float, max_burst: int = 4
-         ) -> dict[str, Any]:
+def send(host: str, port: int, size: int, pps: float, duration_s: float, max_burst: int = 4,
+         pacing: str = "auto") -> dict[str, Any]:
     """Offer round(pps * duration) datagrams at `pps`.
 
     When it falls behind (descheduled, or too slow) it sends at most `max_burst` at once and
     delays the rest of its schedule: a catch-up burst would queue in a shaper and look like
     an overloaded device. The delay shows as `achieved_pps` below `offered_pps`.
+    Between datagrams it sleeps, spinning through the last 0.4 ms when `pacing_mode` allows.
     """
+    spin, pacing_why = pacing_mode(pacing)
+    precise_sleep()
     s = socket.socket(_family(host), socket.SOCK_DGRAM)
     _big_buffer(s, socket.SO_SNDBUF, SO_SNDBUFFORCE)
     s.connect((host, port))
@@ -177,7 +195,9 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         due = min(total, int((now - t0) * pps) + 1)
         if due <= i:
             wait = (i - (now - t0) * pps) / pps
-            if wait > 0.0004:
+            if not spin:
+                sleep(max(wait, 0.0))
+            elif wait > 0.0004:
                 sleep(wait - 0.0002)
             continue
         lag = now - t0 - i / pps
@@ -213,6 +233,8 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         "elapsed_s": elapsed,
         "max_lag_s": max_lag,
         "max_burst": max_burst,
+        "pacing": "spin" if spin else "sleep",
+        "pacing_reason": pacing_why,
         "start_ns": start_ns,
         "end_ns": end_ns,
         "end_realtime_ns": end_realtime_ns,
@@ -237,9 +259,18 @@ def recv(
     arrivals: list[int] = []
     clock = time.perf_counter_ns
     first = last = 0
-    s.settimeout(max_wait_s)
+    # The first datagram comes once the sender has started: in a virtual-clock guest that
+    # start reads over 9p and the guest clock leaps, so `max_wait_s` is host wall time there.
+    deadline = waiting.Deadline(max_wait_s)
+    s.settimeout(0.5 if waiting.is_virtual() else max_wait_s)
     try:
-        nbytes = s.recv_into(buf)
+        while True:
+            try:
+                nbytes = s.recv_into(buf)
+                break
+            except TimeoutError:
+                if deadline.expired():
+                    raise
         first = last = clock()
         count = 1
         if timestamps:
@@ -291,9 +322,10 @@ def main(argv_: Sequence[str] | None = None) -> int:
     p.add_argument("--max-wait", type=float, default=30.0)
     p.add_argument("--timestamps", action="store_true")
     p.add_argument("--max-burst", type=int, default=4)
+    p.add_argument("--pacing", choices=PACINGS, default="auto")
     a = p.parse_args(argv_)
     if a.role == "send":
-        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst)
+        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst, a.pacing)
     else:
         doc = recv(a.host, a.port, a.idle, a.max_wait, a.timestamps)
     text = json.dumps(doc) + "\n"

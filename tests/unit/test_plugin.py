@@ -125,3 +125,49 @@ def test_testbed_net_needs_a_topology(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_inprocess()
     assert result.ret != 0
+
+
+CLOCK_TESTS = TESTS + """
+
+@pytest.mark.kernel("veth", clock="virtual")
+def test_needs_the_virtual_clock():
+    pass
+"""
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_virtual_clock_tests_get_a_second_boot_on_that_clock(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TESTBED_CLOCK", raising=False)
+    calls: list[tuple[str, list[str]]] = []
+
+    def fake_run(command: list[str], **kw: Any) -> vm.VmResult:
+        calls.append((kw["clock"], command))
+        summary = json.dumps({"passed": 1, "ran": 1}).encode()
+        return vm.VmResult(0, True, scratch_files={pytest_plugin.VM_SUMMARY: summary})
+
+    monkeypatch.setattr(vm, "run_in_vm", fake_run)
+    pytester.makepyfile(CLOCK_TESTS)
+    result = pytester.runpytest_inprocess("--testbed-vm=run")
+    result.assert_outcomes(passed=2, deselected=2)
+    assert [(c, cmd[-1].split("::")[-1]) for c, cmd in calls] == [
+        ("real", "test_needs_sit"), ("virtual", "test_needs_the_virtual_clock")]
+    result.stdout.fnmatch_lines(["testbed: 2 tests ran on the host, 2 in the VM*virtual-clock*"])
+    assert result.ret == 0
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_virtual_clock_test_fails_in_a_real_clock_guest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(vm.ENV_IN_VM, "1")
+    monkeypatch.setenv("TESTBED_CLOCK", "real")
+    monkeypatch.setattr(pytest_plugin, "_missing_probe", lambda: lambda wanted: [])
+    pytester.makepyfile(CLOCK_TESTS)
+    result = pytester.runpytest_inprocess("-k", "needs_the_virtual")
+    result.assert_outcomes(errors=1, deselected=3)
+    result.stdout.fnmatch_lines(["*still missing: virtual-clock*"])
+    monkeypatch.setenv("TESTBED_CLOCK", "virtual")
+    result = pytester.runpytest_inprocess("-k", "needs_the_virtual")
+    result.assert_outcomes(passed=1, deselected=3)

@@ -138,3 +138,31 @@ def test_two_processes_create_one_database_at_once(tmp_path: Path) -> None:
 def _open_after(barrier: Any, db: Path) -> None:
     barrier.wait()
     results.connect(db).close()
+
+
+def test_group_stats_never_mixes_clocks() -> None:
+    virtual = {"clock": "virtual", "icount_shift": 0, "label": "virtual(icount shift=0)"}
+    rows = []
+    for i, (v, clock) in enumerate([(147.6, virtual), (147.62, virtual), (900.0, None),
+                                    (1100.0, None)]):
+        r = row("r", str(i), v, rep=i)
+        if clock is not None:
+            r = results.TrialRow(**{**r.to_dict(), "result": {"clock": clock}})
+        rows.append(r)
+    groups = {g["clock"]: g for g in results.group_stats(rows)}
+    assert set(groups) == {"virtual(icount shift=0)", results.UNRECORDED_CLOCK}
+    assert groups["virtual(icount shift=0)"]["trials"] == 2
+    assert groups["virtual(icount shift=0)"]["metrics"]["owd_median_us"]["max"] == 147.62
+    assert groups[results.UNRECORDED_CLOCK]["metrics"]["owd_median_us"]["min"] == 900.0
+
+
+def test_provenance_and_clock_info_record_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TESTBED_CLOCK", "virtual")
+    monkeypatch.setenv("TESTBED_ICOUNT_SHIFT", "2")
+    monkeypatch.delenv("TESTBED_HOST_CLOCK", raising=False)
+    info = results.clock_info()
+    assert info["clock"] == "virtual" and info["icount_shift"] == 2
+    assert info["label"] == "virtual(icount shift=2)"
+    assert results.provenance()["clock"]["label"] == "virtual(icount shift=2)"
+    monkeypatch.delenv("TESTBED_CLOCK")
+    assert results.clock_info()["label"].startswith("real(")

@@ -173,3 +173,60 @@ def test_merge_results_without_guest_db(tmp_path: Path) -> None:
 
     assert vm.merge_results(tmp_path / "none.sqlite", tmp_path / "dst.sqlite", io.StringIO()) == 0
     assert not (tmp_path / "dst.sqlite").exists()
+
+
+# --- the virtual clock ---------------------------------------------------------------------
+
+
+def test_vng_argv_virtual_clock_is_icount_on_one_tcg_vcpu(tmp_path: Path) -> None:
+    argv = vm.vng_argv(spec(tmp_path, clock="virtual", kvm=True, cpus=2), Path("vng"))
+    assert "--qemu-opts=-icount shift=0,sleep=off" in argv
+    assert "--disable-kvm" in argv  # icount does not work with KVM
+    assert argv[argv.index("--cpus") + 1] == "1"
+    # vng joins its --qemu-opts into one shell line: each must split into QEMU's words
+    opts = [a.split("=", 1)[1] for a in argv if a.startswith("--qemu-opts=")]
+    assert shlex.split(" ".join(opts))[-2:] == ["-icount", "shift=0,sleep=off"]
+
+
+def test_vng_argv_real_clock_has_no_icount(tmp_path: Path) -> None:
+    argv = vm.vng_argv(spec(tmp_path), Path("vng"))
+    assert not any("icount" in a for a in argv)
+
+
+def test_vng_argv_icount_shift(tmp_path: Path) -> None:
+    argv = vm.vng_argv(spec(tmp_path, clock="virtual", icount_shift=3), Path("vng"))
+    assert "--qemu-opts=-icount shift=3,sleep=off" in argv
+
+
+def test_check_clock() -> None:
+    assert vm.check_clock("real", None, 0) == vm.DEFAULT_CPUS
+    assert vm.check_clock("real", 4, 0) == 4
+    assert vm.check_clock("virtual", None, 0) == 1
+    assert vm.check_clock("virtual", 1, 0) == 1
+    with pytest.raises(UsageError, match="one vCPU"):
+        vm.check_clock("virtual", 2, 0)
+    with pytest.raises(UsageError, match="--clock 'wall'"):
+        vm.check_clock("wall", None, 0)
+    with pytest.raises(UsageError, match="icount-shift"):
+        vm.check_clock("virtual", None, 11)
+
+
+def test_clock_env_tells_the_guest(tmp_path: Path) -> None:
+    env = vm.clock_env("virtual", 0, tmp_path)
+    assert env == {
+        "TESTBED_CLOCK": "virtual",
+        "TESTBED_ICOUNT_SHIFT": "0",
+        "TESTBED_HOST_CLOCK": str(tmp_path / vm.HOST_CLOCK_FILE),
+    }
+    assert vm.clock_env("real", 0, tmp_path)["TESTBED_CLOCK"] == "real"
+    assert "TESTBED_ICOUNT_SHIFT" not in vm.clock_env("real", 0, tmp_path)
+    script = vm.guest_script(spec(tmp_path, env=env))
+    assert "export TESTBED_CLOCK=virtual" in script.splitlines()
+
+
+def test_run_in_vm_refuses_kvm_with_the_virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    with pytest.raises(UsageError, match="TCG"):
+        vm.run_in_vm(["true"], clock="virtual", kvm=True)
+    with pytest.raises(UsageError, match="one vCPU"):
+        vm.run_in_vm(["true"], clock="virtual", cpus=2)

@@ -46,3 +46,24 @@ def test_vm_command_reports_errors(
     monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
     assert cli.main(["vm"]) == 2
     assert "nothing to run" in capsys.readouterr().err
+
+
+def test_vm_command_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake(command: list[str], **kw: Any) -> vm.VmResult:
+        seen.update(kw)
+        return vm.VmResult(returncode=0, booted=True)
+
+    monkeypatch.setattr(vm, "run_in_vm", fake)
+    assert cli.main(["vm", "--clock", "virtual", "--", "true"]) == 0
+    assert seen["clock"] == "virtual" and seen["icount_shift"] == 0 and seen["cpus"] is None
+    assert cli.main(["vm", "--", "true"]) == 0
+    assert seen["clock"] == "real"
+
+
+def test_vm_command_virtual_clock_refuses_more_cpus(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    assert cli.main(["vm", "--clock", "virtual", "--cpus", "2", "--", "true"]) == 2
+    assert "one vCPU" in capsys.readouterr().err

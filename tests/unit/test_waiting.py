@@ -1,0 +1,287 @@
+"""Deadlines that a virtual-clock guest must not break: each one is tested with a guest clock
+that leaps ahead (as it does while the guest waits on 9p host I/O) and a host clock that does
+not."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import waiting
+from testbed.daemons import base
+from testbed.errors import DaemonError
+from testbed.measure import pingpong, runners, udpprobe
+
+
+class LeapingClock:
+    """time.monotonic of a virtual-clock guest: every reading jumps `leap` seconds."""
+
+    def __init__(self, leap: float) -> None:
+        self.now = 1000.0
+        self.leap = leap
+
+    def __call__(self) -> float:
+        self.now += self.leap
+        return self.now
+
+
+@pytest.fixture
+def virtual(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A virtual-clock guest: TESTBED_CLOCK=virtual, a host-clock file, a leaping monotonic."""
+    stamp = tmp_path / "host-clock"
+    stamp.write_bytes(b"")
+    monkeypatch.setenv("TESTBED_CLOCK", "virtual")
+    monkeypatch.setenv("TESTBED_ICOUNT_SHIFT", "0")
+    monkeypatch.setenv("TESTBED_HOST_CLOCK", str(stamp))
+    monkeypatch.delenv("TESTBED_DEADLINE_SCALE", raising=False)
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
+    monkeypatch.setattr(time, "monotonic", LeapingClock(30.0))
+    return stamp
+
+
+@pytest.fixture
+def real(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TESTBED_CLOCK", raising=False)
+    monkeypatch.delenv("TESTBED_DEADLINE_SCALE", raising=False)
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
+    monkeypatch.setattr(time, "monotonic", LeapingClock(30.0))
+
+
+def test_clock_info() -> None:
+    assert waiting.clock_info({})["clock"] == "real"
+    v = waiting.clock_info({"TESTBED_CLOCK": "virtual", "TESTBED_ICOUNT_SHIFT": "1"})
+    assert v == {**v, "clock": "virtual", "icount_shift": 1, "ns_per_instruction": 2,
+                 "label": "virtual(icount shift=1)"}
+
+
+def test_host_time_reads_the_stamp_of_the_host_file(virtual: Path) -> None:
+    os.utime(virtual, (0, 0))
+    t = waiting.host_time()
+    assert abs(t - time.time()) < 5  # re-stamped now, by "the host" (here: this kernel)
+    assert os.stat(virtual).st_mtime == pytest.approx(t, abs=0.01)
+    assert waiting.host_time({"TESTBED_CLOCK": "real"}) == pytest.approx(time.time(), abs=1)
+
+
+def test_deadline_follows_the_host_clock_in_a_virtual_guest(virtual: Path) -> None:
+    dl = waiting.Deadline(5.0)
+    for _ in range(20):
+        time.monotonic()  # the guest clock leaps 600 s
+    assert not dl.expired() and dl.remaining() > 4
+
+
+def test_deadline_on_the_local_clock_elsewhere(real: None) -> None:
+    dl = waiting.Deadline(5.0)
+    assert dl.expired()  # one leap of 30 s: the local clock is what counts here
+
+
+def test_deadline_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TESTBED_DEADLINE_SCALE", raising=False)
+    monkeypatch.setenv("TESTBED_IN_VM", "1")  # emulation: programs start slowly
+    assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 2.0 * waiting.VM_SCALE
+    monkeypatch.delenv("TESTBED_IN_VM")
+    assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 2.0
+    monkeypatch.setenv("TESTBED_DEADLINE_SCALE", "3")
+    assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 6.0
+    monkeypatch.setenv("TESTBED_DEADLINE_SCALE", "nonsense")
+    assert waiting.Deadline(2.0, clock=lambda: 0.0).budget == 2.0
+
+
+def test_process_timeout_is_off_in_a_virtual_guest(virtual: Path) -> None:
+    assert waiting.process_timeout(36.0) is None
+    assert waiting.process_timeout(36.0, {}) == 36.0
+
+
+class SlowStartTestbed:
+    """A server that listens only after the guest clock has leapt far past 10 s."""
+
+    def __init__(self, polls_needed: int) -> None:
+        self.polls = 0
+        self.needed = polls_needed
+
+    def run(self, node: str, argv: list[str], **kw: Any) -> Any:
+        self.polls += 1
+        time.monotonic()  # a 9p read: the guest clock leaps
+
+        class Out:
+            stdout = "UNCONN 0 0 0.0.0.0:20000 0.0.0.0:*" if self.polls >= self.needed else ""
+
+        return Out()
+
+
+def test_wait_listening_survives_a_leaping_guest_clock(virtual: Path) -> None:
+    tb = SlowStartTestbed(polls_needed=5)  # ~300 s of guest time, milliseconds of host time
+    runners.wait_listening(tb, "h2", 20000, "udp", deadline_s=10.0)  # type: ignore[arg-type]
+    assert tb.polls == 5
+
+
+def test_wait_listening_gives_up_on_the_host_clock(virtual: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    host = iter(float(i) for i in range(0, 10_000, 4))
+    monkeypatch.setattr(waiting, "host_time", lambda env=None: next(host))
+    with pytest.raises(DaemonError, match=r"within 10\.0 s"):
+        runners.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
+                               deadline_s=10.0)
+
+
+def test_wait_listening_real_clock_still_times_out(real: None) -> None:
+    with pytest.raises(DaemonError):
+        runners.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
+                               deadline_s=10.0)
+
+
+def test_daemon_readiness_poll_survives_a_leaping_guest_clock(virtual: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    monkeypatch.setattr(base, "POLL_S", 0.0)
+    left = [6]
+
+    def check() -> str | None:
+        time.monotonic()
+        left[0] -= 1
+        return None if left[0] <= 0 else "no tun device yet"
+
+    assert base.poll(check, deadline_s=10.0) is None
+
+
+def test_udp_receiver_first_datagram_wait_is_host_time(virtual: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver waits for a sender that is still starting (reading over 9p): its max_wait
+    is host time, so a guest whose socket timeouts run out early keeps waiting."""
+    monkeypatch.setattr(waiting, "host_time", lambda env=None: 0.0)  # the host barely moves
+    port = _free_udp_port()
+    got: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: got.update(
+        udpprobe.recv("127.0.0.1", port, idle_s=0.2, max_wait_s=0.3, timestamps=False)))
+    t.start()
+    time.sleep(1.2)  # > max_wait_s of local time: a guest-clock deadline would have fired
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _ in range(3):
+            s.sendto(b"x" * 10, ("127.0.0.1", port))
+    t.join(10)
+    assert got["received_by_socket"] == 3
+
+
+def test_udp_receiver_gives_up_after_max_wait_on_the_host(real: None,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "monotonic", time.perf_counter)
+    doc = udpprobe.recv("127.0.0.1", _free_udp_port(), idle_s=0.1, max_wait_s=0.2,
+                        timestamps=False)
+    assert doc["received_by_socket"] == 0
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- probe modes ---------------------------------------------------------------------------
+
+
+def test_pingpong_blocks_when_spinners_outnumber_cpus() -> None:
+    busy, why = pingpong.choose_mode(True, spinners=2, cpus=1)
+    assert not busy and "2 spinning processes would outnumber 1 CPU" in why
+    assert pingpong.choose_mode(True, spinners=2, cpus=2)[0]
+    assert not pingpong.choose_mode(False, spinners=1, cpus=8)[0]
+    assert pingpong.available_cpus() >= 1
+
+
+def test_udp_sender_pacing() -> None:
+    assert udpprobe.pacing_mode("auto", cpus=1) == (
+        False, "sleep: 2 spinning processes would outnumber 1 CPU(s)")
+    assert udpprobe.pacing_mode("auto", cpus=4)[0]
+    assert udpprobe.pacing_mode("spin", cpus=1)[0]
+    assert not udpprobe.pacing_mode("sleep", cpus=4)[0]
+    argv = udpprobe.send_argv("py", host="h", port=1, size=10, pps=100, duration_s=1)
+    assert argv[argv.index("--pacing") + 1] == "auto"
+
+
+def test_udp_sender_records_its_pacing() -> None:
+    port = _free_udp_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", port))
+        doc = udpprobe.send("127.0.0.1", port, 10, pps=2000, duration_s=0.05, pacing="sleep")
+    assert doc["pacing"] == "sleep" and doc["attempted"] == 100
+    assert doc["pacing_reason"] == "sleep: --pacing sleep"
+
+
+class RecordingTestbed:
+    """Records the probe argv; answers like the ping-pong client would."""
+
+    def __init__(self) -> None:
+        self.argvs: list[list[str]] = []
+
+    def popen(self, node: str, argv: list[str], **kw: Any) -> Any:
+        self.argvs.append(argv)
+
+        class P:
+            def stop(self) -> None:
+                pass
+
+            def alive(self) -> bool:
+                return True
+
+        return P()
+
+    def run(self, node: str, argv: list[str], **kw: Any) -> Any:
+        import json
+
+        class Out:
+            stdout = ""
+
+        out = Out()
+        if argv[:2] == ["ss", "-Hlun"]:
+            out.stdout = "UNCONN"
+        else:
+            self.argvs.append(argv)
+            out.stdout = json.dumps({"owd": {"n": 1, "median_us": 1.0}, "lost": 0,
+                                     "busy_poll": "--busy-poll" in argv})
+        return out
+
+
+def test_pingpong_runner_records_the_mode_it_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pingpong, "available_cpus", lambda: 1)
+    tb = RecordingTestbed()
+    p = runners.validate_params("pingpong", {"size": 10}, "x.toml", "m")
+    doc = runners._pingpong_once(tb, "h2", "h1", "10.0.0.2", p, runners.Context(), 10)  # type: ignore[arg-type]
+    assert all("--busy-poll" not in a for a in tb.argvs)
+    assert doc["busy_poll"] is False and "outnumber 1 CPU" in doc["mode_reason"]
+    monkeypatch.setattr(pingpong, "available_cpus", lambda: 4)
+    tb = RecordingTestbed()
+    doc = runners._pingpong_once(tb, "h2", "h1", "10.0.0.2", p, runners.Context(), 10)  # type: ignore[arg-type]
+    assert all("--busy-poll" in a for a in tb.argvs) and doc["mode_reason"].startswith("busy")
+
+
+def test_process_stop_grace_survives_a_leaping_guest_clock(virtual: Path) -> None:
+    """A process that takes a moment to exit (closing files over 9p leaps the guest clock)
+    is waited for on the host's clock, not declared stuck after 2 s of guest time."""
+    import subprocess
+
+    class LeapingPopen(subprocess.Popen[bytes]):
+        def wait(self, timeout: float | None = None) -> int:
+            time.monotonic()  # every wait leaps the guest clock by 30 s
+            return super().wait(timeout)
+
+    p = LeapingPopen(["sleep", "0.3"])
+    assert waiting.wait_process(p, 2.0) == 0
+
+
+def test_wait_process_times_out_on_the_host_clock(virtual: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    host = iter(float(i) for i in range(10_000))
+    monkeypatch.setattr(waiting, "host_time", lambda env=None: next(host))
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait_process(p, 2.0)
+    finally:
+        p.kill()
+        p.wait()
