@@ -78,15 +78,15 @@ def run_tier(prov: Mapping[str, Any]) -> str:
 def run_clock(prov: Mapping[str, Any]) -> str:
     clock = prov.get("clock")
     if isinstance(clock, Mapping):
-        clock = clock.get("kind") or clock.get("name")
+        clock = clock.get("clock") or clock.get("kind") or clock.get("name")
     return str(clock) if clock else "real"
 
 
 def trial_env(t: results.TrialRow, prov: Mapping[str, Any]) -> Env:
     """A trial's environment: its run's tier and clock, and the qdiscs in force when it ran."""
     clock = t.result.get("clock") if isinstance(t.result, Mapping) else None
-    if isinstance(clock, Mapping):
-        clock = clock.get("kind") or clock.get("name")
+    if isinstance(clock, Mapping):  # testbed.waiting.clock_info(): {"clock": "virtual", ...}
+        clock = clock.get("clock") or clock.get("kind") or clock.get("name")
     kinds = _qdisc_kinds(t.qdiscs)
     shaping = "netem" if "netem" in kinds else "tbf" if "tbf" in kinds else "none"
     return Env(run_tier(prov), str(clock) if clock else run_clock(prov), shaping)

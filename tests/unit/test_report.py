@@ -378,3 +378,18 @@ def test_a_figure_whose_trials_all_failed_still_appears(tmp_path: Path, fake_cla
     assert fig.curves["0 routers"][0] == (100.0, pytest.approx(
         models.owd(100, 10e6, 6, 0, 30e-6) * 1e6))
     assert "server did not listen" in rep.html.read_text()
+
+
+def test_trial_env_reads_the_clock_the_runner_stores() -> None:
+    from testbed import waiting
+    from testbed.report import data
+
+    virtual = waiting.clock_info({"TESTBED_CLOCK": "virtual", "TESTBED_IN_VM": "1"})
+    row = results.TrialRow(
+        trial_key="k", run_id="r", experiment="e", profile="quick", measurement="m", kind="owd",
+        point={}, group_key="g", repetition=0, started=0.0, finished=1.0, status="ok",
+        error=None, metrics={}, result={"clock": virtual}, topology=None, qdiscs=[],
+    )
+    assert data.trial_env(row, {"in_vm": True}).clock == "virtual"
+    real = {**row.to_dict(), "result": {"clock": waiting.clock_info({})}}
+    assert data.trial_env(results.TrialRow(**real), {}).clock == "real"
