@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,10 +355,16 @@ def run_experiment(
     progress: Progress | None = None,
     ctx: runners.Context | None = None,
     run_trial: Callable[[Any, TrialPlan, runners.Context], runners.Measured] | None = None,
+    share: tuple[str, Collection[str]] | None = None,
 ) -> RunSummary:
     """Run every trial of `exp`, storing each in `db` as it finishes; with `resume`, continue
-    the last unfinished run of the same experiment and profile, skipping its finished trials."""
+    the last unfinished run of the same experiment and profile, skipping its finished trials.
+    `share` = (run id, trial keys): only those trials of that run (a parallel run's worker,
+    testbed.parallel); the run is left unfinished here (the run's own database finishes it)."""
     trials = plan(exp)
+    if share is not None:
+        wanted = set(share[1])
+        trials = [t for t in trials if t.key(share[0]) in wanted]
     ctx = ctx or runners.Context()
     base = Path(exp.file).resolve()
 
@@ -368,6 +374,9 @@ def run_experiment(
     do_trial = run_trial or default_trial
     with closing(results.connect(db)) as con:
         run_id = results.unfinished_run(con, exp.name, exp.profile) if resume else None
+        if share is not None:
+            run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
+                                       results.provenance(), len(trials), run_id=share[0])
         if run_id is None:
             run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
                                        results.provenance(), len(trials))
@@ -405,7 +414,9 @@ def run_experiment(
                     failed += 1
                 prog.note(f"topology {tp.label} failed: {exc}")
         prog.close()
-        if not todo or all(t.key(run_id) in results.done_keys(con, run_id) for t in trials):
+        finished = not todo or all(t.key(run_id) in results.done_keys(con, run_id)
+                                   for t in trials)
+        if share is None and finished:
             results.finish_run(con, run_id)
         return RunSummary(run_id, len(trials), len(trials) - len(todo), len(todo) - failed,
                           failed, db)

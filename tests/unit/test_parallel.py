@@ -1,0 +1,217 @@
+"""Parallel and distributed runs: shares, streaming into the run's database, a worker killed
+(SIGKILL) mid-run, retries at most once, resume, placement, and the host-tier refusal."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed import cli, results
+from testbed.experiment import experiment_from_dict, load_experiment, plan
+from testbed.parallel import host_interference, run_local, split
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = ROOT / "tests" / "data" / "experiments" / "fake.toml"
+WORKER = ROOT / "tests" / "data" / "parallel_worker.py"
+PREFIX = [sys.executable, str(WORKER), str(FAKE)]
+
+
+def rows_of(db: Path) -> list[results.TrialRow]:
+    with closing(results.connect(db)) as con:
+        return list(results.trials(con))
+
+
+def medians(db: Path) -> dict[str, float]:
+    return {g["measurement"] + g["group_key"]: g["metrics"]["value"]["median"]
+            for g in results.group_stats(rows_of(db))}
+
+
+def executions(log: Path) -> Counter[str]:
+    return Counter(log.read_text().split()) if log.exists() else Counter()
+
+
+@pytest.fixture
+def fake_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TB_FAKE_LOG", str(tmp_path / "executions.log"))
+    monkeypatch.setenv("TB_FAKE_DIE_DIR", str(tmp_path / "deaths"))
+    monkeypatch.setenv("TB_FAKE_DELAY", "0.05")
+    return tmp_path
+
+
+def test_split_covers_every_trial_once_and_keeps_topology_points_whole() -> None:
+    trials = plan(load_experiment(FAKE))  # 2 topology points x 12 trials
+    for n in (1, 2, 3, 5, 100):
+        shares = split(trials, "R", n)
+        keys = [k for s in shares for k in s.keys]
+        assert sorted(keys) == sorted(t.key("R") for t in trials)  # each exactly once
+        assert len(shares) <= n
+    two = split(trials, "R", 2)
+    assert [len(s.keys) for s in two] == [12, 12]
+    assert all(len({k.split("/")[2].split('"topology.rate":')[1][:8] for k in s.keys}) == 1
+               for s in two)  # one rate (topology point) per share
+    four = split(trials, "R", 4)  # fewer points than workers: cut between sweep cells
+    assert len(four) == 4 and sorted(len(s.keys) for s in four) == [6, 6, 6, 6]
+    cells = Counter(k.rsplit("/", 1)[0] for s in four for k in s.keys)
+    for s in four:  # a cell's repetitions stay together
+        assert all(cells[k.rsplit("/", 1)[0]] == sum(1 for kk in s.keys if kk.rsplit(
+            "/", 1)[0] == k.rsplit("/", 1)[0]) for k in s.keys)
+
+
+def test_two_workers_match_serial_medians_and_record_placement(fake_env: Path) -> None:
+    exp = load_experiment(FAKE)
+    one = run_local(exp, FAKE, db=fake_env / "one.sqlite", workers=1, argv_prefix=PREFIX,
+                    stream=io.StringIO())
+    out = io.StringIO()
+    two = run_local(exp, FAKE, db=fake_env / "two.sqlite", workers=2, argv_prefix=PREFIX,
+                    stream=out)
+    assert one.ran == two.ran == 24 and one.failed == two.failed == 0
+    assert medians(fake_env / "one.sqlite") == medians(fake_env / "two.sqlite")
+    rows = rows_of(fake_env / "two.sqlite")
+    assert len({r.trial_key for r in rows}) == len(rows) == 24
+    assert {r.result["placement"]["worker"] for r in rows} == {"local-0", "local-1"}
+    assert all(r.result["placement"]["clock"].startswith("real(") for r in rows)
+    assert "[24/24]" in out.getvalue()
+    with closing(results.connect(fake_env / "two.sqlite")) as con:
+        assert results.runs(con)[0]["finished"] is not None
+    assert not list(fake_env.glob(".parallel-*"))  # worker folders removed after the merge
+
+
+def test_worker_killed_once_loses_nothing_and_reruns_only_what_was_lost(
+        fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TB_FAKE_DIE_ON", "owd/")
+    monkeypatch.setenv("TB_FAKE_DIE_TIMES", "1")
+    exp = load_experiment(FAKE)
+    out = io.StringIO()
+    s = run_local(exp, FAKE, db=fake_env / "r.sqlite", workers=2, argv_prefix=PREFIX,
+                  stream=out)
+    rows = rows_of(fake_env / "r.sqlite")
+    assert s.ran == 24 and s.failed == 0
+    assert len(rows) == len({r.trial_key for r in rows}) == 24
+    assert all(r.status == "ok" for r in rows)
+    assert "killed by signal 9" in out.getvalue() and "retrying the one it was running once" in out.getvalue()
+    runs = executions(fake_env / "executions.log")
+    assert set(runs) == {r.trial_key.split("/", 1)[1] for r in rows}
+    assert max(runs.values()) == 2 and sum(runs.values()) == 25  # only the killed trial twice
+
+
+def test_worker_killed_twice_records_failure_then_resume_completes(
+        fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TB_FAKE_DIE_ON", 'owd/{"ip":4')
+    monkeypatch.setenv("TB_FAKE_DIE_TIMES", "2")
+    exp = load_experiment(FAKE, "quick")  # 4 trials, one topology point
+    db = fake_env / "r.sqlite"
+    s = run_local(exp, FAKE, db=db, workers=2, argv_prefix=[*PREFIX, "--quick"],
+                  stream=io.StringIO())
+    rows = rows_of(db)
+    bad = [r for r in rows if r.status == "error"]
+    assert len(rows) == len({r.trial_key for r in rows}) == 4
+    assert len(bad) == 1 and s.failed == 1 and "lost twice with its worker" in (bad[0].error or "")
+    assert "killed by signal 9" in (bad[0].error or "")
+    runs = executions(fake_env / "executions.log")
+    assert max(runs.values()) == 2 and sum(runs.values()) == 5  # retried once, no more
+    with closing(results.connect(db)) as con:
+        assert results.runs(con)[0]["finished"] is None
+    # --resume: the failed trial again, nothing duplicated, the run finishes
+    monkeypatch.setenv("TB_FAKE_DIE_TIMES", "0")
+    r = run_local(exp, FAKE, db=db, workers=2, argv_prefix=[*PREFIX, "--quick"], resume=True,
+                  stream=io.StringIO())
+    rows = rows_of(db)
+    assert r.run_id == s.run_id and r.skipped == 3 and r.ran == 1
+    assert len(rows) == 4 and all(x.status == "ok" for x in rows)
+    with closing(results.connect(db)) as con:
+        assert results.runs(con)[0]["finished"] is not None
+
+
+@pytest.fixture
+def local_cluster(fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv("TB_FAKE_DIE_ON", "owd/")
+    monkeypatch.setenv("TB_FAKE_DIE_PARENT", "1")
+    monkeypatch.setenv("TB_FAKE_DIE_TIMES", "1")
+    monkeypatch.setenv("TB_FAKE_DELAY", "0.2")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=50) as lc, \
+            distributed.Client(lc) as client:
+        yield client
+
+
+def test_local_cluster_worker_sigkilled_mid_run_loses_nothing(
+        fake_env: Path, local_cluster: Any) -> None:
+    from testbed.cluster import run_cluster
+
+    exp = load_experiment(FAKE)
+    out = io.StringIO()
+    s = run_cluster(exp, FAKE, db=fake_env / "c.sqlite", client=local_cluster,
+                    argv_prefix=[sys.executable, str(WORKER), "{dir}/fake.toml"], stream=out)
+    rows = rows_of(fake_env / "c.sqlite")
+    assert (fake_env / "deaths").exists()  # a Dask worker really was SIGKILLed
+    assert s.ran == 24 and s.failed == 0, out.getvalue()
+    assert len(rows) == len({r.trial_key for r in rows}) == 24
+    assert all(r.status == "ok" for r in rows)
+    assert all(r.result["placement"]["worker"].startswith("tcp://") for r in rows)
+    assert all(r.result["placement"]["kernel"] for r in rows)
+    runs = executions(fake_env / "executions.log")
+    assert max(runs.values()) <= 2
+    # placement does not change the numbers: the same medians as one worker here
+    run_local(exp, FAKE, db=fake_env / "one.sqlite", workers=1,
+              argv_prefix=PREFIX, stream=io.StringIO())
+    assert medians(fake_env / "c.sqlite") == medians(fake_env / "one.sqlite")
+
+
+def test_host_tier_refuses_parallel_timing(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    timed = load_experiment(FAKE)
+    assert "pingpong" in (host_interference(timed, 2) or "")
+    assert host_interference(timed, 1) is None
+    raw: dict[str, Any] = {
+        "name": "tput", "topology": "p2p", "params": {"rate": "fastethernet"},
+        "measurements": {"t": {"kind": "iperf3", "protocol": "udp"}}}
+    tput = experiment_from_dict(raw, file="tput.toml")
+    assert host_interference(tput, 2, ncpu=4) is None
+    assert "need 4 cores" in (host_interference(tput, 2, ncpu=2) or "")
+    raw["params"] = {"rate": "unlimited"}
+    assert "without a rate" in (host_interference(
+        experiment_from_dict(raw, file="tput.toml"), 2, ncpu=8) or "")
+    rc = cli.main(["run", str(FAKE), "--workers", "2", "--clock", "real",
+                   "--db", str(tmp_path / "x.sqlite")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "disturb each other's timing" in err and "--clock virtual" in err
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_share_file_errors_name_the_file(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "share.json"
+    bad.write_text(json.dumps({"keys": []}))
+    rc = cli.main(["run", str(FAKE), "--share", str(bad), "--clock", "real",
+                   "--db", str(tmp_path / "x.sqlite")])
+    assert rc == 2 and str(bad) in capsys.readouterr().err
+
+
+def test_store_keeps_success_over_error(tmp_path: Path) -> None:
+    from testbed.parallel import COLUMNS, store_row
+
+    db = tmp_path / "d.sqlite"
+    with closing(results.connect(db)) as con:
+        results.start_run(con, "e", "full", {}, {}, 1, run_id="R")
+        base = {c: "{}" for c in COLUMNS} | {
+            "trial_key": "R/m/g/0", "run_id": "R", "experiment": "e", "profile": "full",
+            "measurement": "m", "kind": "k", "group_key": "g", "repetition": 0, "started": 1.0,
+            "finished": 2.0, "error": None}
+        assert store_row(con, base | {"status": "error", "error": "x"}, {"worker": "w"})
+        assert store_row(con, base | {"status": "ok"}, {"worker": "w"})
+        assert not store_row(con, base | {"status": "error", "error": "y"}, {"worker": "w"})
+        assert not store_row(con, base | {"status": "ok"}, {"worker": "w2"})
+        row = con.execute("SELECT status, result FROM trials").fetchall()
+    assert len(row) == 1 and row[0][0] == "ok"
+    assert json.loads(row[0][1])["placement"]["worker"] == "w"
+    assert sqlite3.sqlite_version
