@@ -7,13 +7,23 @@ from __future__ import annotations
 import socket
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from testbed.errors import UsageError
 from testbed.experiment import Experiment, RunSummary
-from testbed.parallel import POLL_S, RunBook, Share, ShareOutcome, execute_share, here, split
+from testbed.parallel import (
+    POLL_S,
+    RunBook,
+    Share,
+    ShareOutcome,
+    execute_share,
+    here,
+    host_interference,
+    split,
+)
 
 STARTED_TOPIC = "testbed-share-started"
 INSTALL_HINT = "install the cluster extra: .venv/bin/pip install -e '.[cluster]'"
@@ -80,6 +90,14 @@ def run_cluster(exp: Experiment, exp_file: Path, *, db: Path, client: Any,
         raise UsageError(f"the Dask scheduler at {client.scheduler.address} has no workers",
                          hint="start some: dask worker ADDRESS --nworkers 1 --nthreads 1")
     book = RunBook(exp, db, resume, stream)
+    if (clock or exp.clock or "real") == "real":
+        per_host = Counter(str(w.get("host")) for w in workers.values())
+        for host, n in sorted(per_host.items()):
+            problem = host_interference(exp, n)
+            if problem:
+                book.note(f"warning: {n} Dask workers on {host} measure on the real clock at "
+                          f"once: {problem}; run one worker per machine there, or use the "
+                          "virtual clock (docs/parallel.md)")
     name = f"{exp.name}.toml"
     files = {name: Path(exp_file).read_text()}
     prefix = list(argv_prefix or worker_argv("{dir}/" + name, exp.profile, clock))

@@ -183,11 +183,12 @@ class ShareOutcome:
 
 def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worker: str,
                   on_rows: Callable[[list[dict[str, Any]]], None],
-                  files: Mapping[str, str] | None = None, poll_s: float = POLL_S
-                  ) -> ShareOutcome:
+                  files: Mapping[str, str] | None = None, poll_s: float = POLL_S,
+                  on_output: Callable[[list[str]], None] | None = None) -> ShareOutcome:
     """Run one share in a child process (`argv_prefix + --share FILE --db DB`; `{dir}` in it is
     the share's folder, where `files` are written) and hand each trial to `on_rows` as soon as
-    the worker commits it. The child is killed if this process dies."""
+    the worker commits it (a guest's trials come when it ends), and its output lines (its own
+    progress) to `on_output`. The child is killed if this process dies."""
     sdir = workdir / f"share-{share.index}-{share.attempt}"
     sdir.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
@@ -201,6 +202,21 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
     log = sdir / "worker.log"
     rows_all: list[dict[str, Any]] = []
     mark = 0
+    seen = 0
+
+    def forward() -> None:
+        nonlocal seen
+        if on_output is None:
+            return
+        with log.open("rb") as f:
+            f.seek(seen)
+            chunk = f.read()
+        done = chunk.rfind(b"\n") + 1
+        seen += done
+        lines = [x for x in chunk[:done].decode(errors="replace").splitlines() if x.strip()]
+        if lines:
+            on_output(lines)
+
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
@@ -212,6 +228,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
                 if rows:
                     rows_all += rows
                     on_rows(rows)
+                forward()
                 if rc is not None:
                     break
                 time.sleep(poll_s)
@@ -342,6 +359,7 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
               f"{workers} workers (sizes {', '.join(str(len(s.keys)) for s in shares)})")
     workdir = db.resolve().parent / f".parallel-{book.run_id}"
     inbox: queue.Queue[tuple[list[dict[str, Any]], str]] = queue.Queue()
+    lines: queue.Queue[str] = queue.Queue()
     lost = False
     free = [f"local-{i}" for i in range(workers)]
     pending = list(shares)
@@ -350,13 +368,16 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
 
         def submit(s: Share) -> None:
             name = free.pop(0)
-            running[pool.submit(execute_share, s, prefix, workdir, name,
-                                lambda rows: inbox.put((rows, name)))] = name
+            running[pool.submit(
+                execute_share, s, prefix, workdir, name, lambda rows: inbox.put((rows, name)),
+                on_output=lambda out: lines.put("\n".join(f"  {name}: {x}" for x in out)))] = name
 
         while running or pending:
             while pending and free:
                 submit(pending.pop(0))
             time.sleep(POLL_S)
+            while not lines.empty():
+                book.note(lines.get())
             while not inbox.empty():
                 rows, name = inbox.get()
                 book.store(rows, name, here())

@@ -97,7 +97,9 @@ def test_worker_killed_once_loses_nothing_and_reruns_only_what_was_lost(
     assert s.ran == 24 and s.failed == 0
     assert len(rows) == len({r.trial_key for r in rows}) == 24
     assert all(r.status == "ok" for r in rows)
-    assert "killed by signal 9" in out.getvalue() and "retrying the one it was running once" in out.getvalue()
+    text = out.getvalue()
+    assert "killed by signal 9" in text and "retrying the one it was running once" in text
+    assert "local-0: trial 1/12" in text  # the workers' own progress, named
     runs = executions(fake_env / "executions.log")
     assert set(runs) == {r.trial_key.split("/", 1)[1] for r in rows}
     assert max(runs.values()) == 2 and sum(runs.values()) == 25  # only the killed trial twice
