@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -184,11 +185,13 @@ class ShareOutcome:
 def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worker: str,
                   on_rows: Callable[[list[dict[str, Any]]], None],
                   files: Mapping[str, str] | None = None, poll_s: float = POLL_S,
-                  on_output: Callable[[list[str]], None] | None = None) -> ShareOutcome:
+                  on_output: Callable[[list[str]], None] | None = None,
+                  stop: threading.Event | None = None) -> ShareOutcome:
     """Run one share in a child process (`argv_prefix + --share FILE --db DB`; `{dir}` in it is
     the share's folder, where `files` are written) and hand each trial to `on_rows` as soon as
     the worker commits it (a guest's trials come when it ends), and its output lines (its own
-    progress) to `on_output`. The child is killed if this process dies."""
+    progress) to `on_output`. The child is killed if this process dies, and stopped (SIGTERM:
+    it removes what it built) when `stop` is set."""
     sdir = workdir / f"share-{share.index}-{share.attempt}"
     sdir.mkdir(parents=True, exist_ok=True)
     for name, text in (files or {}).items():
@@ -229,7 +232,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
                     rows_all += rows
                     on_rows(rows)
                 forward()
-                if rc is not None:
+                if rc is not None or (stop is not None and stop.is_set()):
                     break
                 time.sleep(poll_s)
         finally:
@@ -240,6 +243,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            rc = proc.returncode
     tail = log.read_text(errors="replace").strip().splitlines()[-3:]
     why = (f"exit {rc}" if rc >= 0 else f"killed by signal {-rc}") + (
         f"; last output: {' | '.join(tail)}" if tail else "")
@@ -363,32 +367,55 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
     lost = False
     free = [f"local-{i}" for i in range(workers)]
     pending = list(shares)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        running: dict[Future[ShareOutcome], str] = {}
+    stop = threading.Event()
 
-        def submit(s: Share) -> None:
-            name = free.pop(0)
-            running[pool.submit(
-                execute_share, s, prefix, workdir, name, lambda rows: inbox.put((rows, name)),
-                on_output=lambda out: lines.put("\n".join(f"  {name}: {x}" for x in out)))] = name
+    def interrupted(signum: int, frame: Any) -> None:
+        from testbed.testbed import Interrupted
 
-        while running or pending:
-            while pending and free:
-                submit(pending.pop(0))
-            time.sleep(POLL_S)
-            while not lines.empty():
-                book.note(lines.get())
-            while not inbox.empty():
-                rows, name = inbox.get()
-                book.store(rows, name, here())
-            for fut in [f for f in running if f.done()]:
-                free.append(running.pop(fut))
-                out = fut.result()
-                while not inbox.empty():
-                    rows, name = inbox.get()
-                    book.store(rows, name, here())
-                lost = lost or out.returncode not in (0, 1)
-                pending += book.settle(out)
+        raise Interrupted(signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, interrupted) if main else None
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            running: dict[Future[ShareOutcome], str] = {}
+
+            def submit(s: Share) -> None:
+                name = free.pop(0)
+                running[pool.submit(
+                    execute_share, s, prefix, workdir, name,
+                    lambda rows: inbox.put((rows, name)),
+                    on_output=lambda out: lines.put("\n".join(f"  {name}: {x}" for x in out)),
+                    stop=stop)] = name
+
+            try:
+                while running or pending:
+                    while pending and free:
+                        submit(pending.pop(0))
+                    time.sleep(POLL_S)
+                    while not lines.empty():
+                        book.note(lines.get())
+                    while not inbox.empty():
+                        rows, name = inbox.get()
+                        book.store(rows, name, here())
+                    for fut in [f for f in running if f.done()]:
+                        free.append(running.pop(fut))
+                        out = fut.result()
+                        while not inbox.empty():
+                            rows, name = inbox.get()
+                            book.store(rows, name, here())
+                        lost = lost or out.returncode not in (0, 1)
+                        pending += book.settle(out)
+            except BaseException:
+                stop.set()  # the workers are stopped (SIGTERM) and what they committed kept
+                for fut in running:
+                    out = fut.result()
+                    book.store(out.rows, out.worker, out.placement)
+                book.con.close()
+                raise
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, old)
     summary = book.finish()
     if not lost:
         shutil.rmtree(workdir, ignore_errors=True)

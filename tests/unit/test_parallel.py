@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import sqlite3
+import subprocess
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
@@ -131,6 +135,31 @@ def test_worker_killed_twice_records_failure_then_resume_completes(
     assert len(rows) == 4 and all(x.status == "ok" for x in rows)
     with closing(results.connect(db)) as con:
         assert results.runs(con)[0]["finished"] is not None
+
+
+def test_sigterm_stops_the_workers_and_keeps_what_they_committed(
+        fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TB_FAKE_DELAY", "0.5")
+    db = fake_env / "t.sqlite"
+    timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        run_local(load_experiment(FAKE), FAKE, db=db, workers=2, argv_prefix=PREFIX,
+                  stream=io.StringIO())
+    timer.cancel()
+    rows = rows_of(db)
+    ran = executions(fake_env / "executions.log")
+    assert 0 < len(rows) < 24 and len({r.trial_key for r in rows}) == len(rows)
+    assert len(ran) - len(rows) <= 2  # at most the trial each worker was in when stopped
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True,
+                        check=True).stdout
+    assert str(db.parent) not in ps  # no worker left running
+    # --resume completes it without duplicates
+    monkeypatch.setenv("TB_FAKE_DELAY", "0.01")
+    s = run_local(load_experiment(FAKE), FAKE, db=db, workers=2, argv_prefix=PREFIX,
+                  resume=True, stream=io.StringIO())
+    assert s.skipped == len([r for r in rows if r.status == "ok"])
+    assert len(rows_of(db)) == 24 and all(r.status == "ok" for r in rows_of(db))
 
 
 @pytest.fixture
