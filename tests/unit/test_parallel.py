@@ -246,3 +246,30 @@ def test_store_keeps_success_over_error(tmp_path: Path) -> None:
     assert len(row) == 1 and row[0][0] == "ok"
     assert json.loads(row[0][1])["placement"]["worker"] == "w"
     assert sqlite3.sqlite_version
+
+
+def test_virtual_clock_worker_runs_its_share_in_a_guest(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`testbed run --share` on the host for a virtual-clock experiment boots a guest that
+    runs the same share, its trials merged into the worker's own database."""
+    from testbed import vm
+    from testbed.commands import experiment as cmd
+
+    calls: list[dict[str, Any]] = []
+
+    def fake_run_in_vm(argv: list[str], **kw: Any) -> Any:
+        calls.append({"argv": argv, **kw})
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(cmd, "current_clock", lambda: "real")
+    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps({"index": 0, "run_id": "R", "keys": ["R/owd/x/0"]}))
+    rc = cli.main(["run", str(FAKE), "--quick", "--clock", "virtual", "--share", str(share),
+                   "--db", str(tmp_path / "w.sqlite")])
+    assert rc == 0 and len(calls) == 1
+    argv = calls[0]["argv"]
+    assert argv[argv.index("--share") + 1] == str(share.resolve())
+    assert "--quick" in argv and calls[0]["clock"] == "virtual"
+    assert calls[0]["db"] == tmp_path / "w.sqlite"
