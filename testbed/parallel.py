@@ -277,6 +277,20 @@ class RunBook:
         self.failed = 0
         self.shares = 0  # share indexes handed out
 
+    def adopt(self, workdir: Path) -> int:
+        """On resume: store what workers of an interrupted coordinator committed to their own
+        databases (left in `workdir`) before planning what is left; how many trials."""
+        adopted = 0
+        for wdb in sorted(workdir.glob("share-*/trials.sqlite")):
+            rows, _ = read_rows(wdb)
+            for r in rows:
+                if r["run_id"] == self.run_id and r["trial_key"] in self.by_key:
+                    adopted += store_row(self.con, r, {"worker": wdb.parent.name, **here()})
+        done = results.done_keys(self.con, self.run_id)
+        self.todo = [t for t in self.todo if t.key(self.run_id) not in done]
+        shutil.rmtree(workdir, ignore_errors=True)
+        return adopted
+
     def note(self, text: str) -> None:
         self.stream.write(text + "\n")
         self.stream.flush()
@@ -354,6 +368,10 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
     in its own guest), merging every trial into `db` as it is committed."""
     book = RunBook(exp, db, resume, stream)
     prefix = list(argv_prefix or worker_argv(str(exp_file.resolve()), exp.profile, clock))
+    workdir = db.resolve().parent / f".parallel-{book.run_id}"
+    if book.resumed and workdir.is_dir():
+        n = book.adopt(workdir)
+        book.note(f"stored {n} trials that workers of the interrupted run had committed")
     shares = split(book.todo, book.run_id, workers)
     book.shares = len(shares)
     if book.resumed:
@@ -361,7 +379,6 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
                   f"{len(book.trials)} trials already done")
     book.note(f"run {book.run_id}: {len(book.todo)} trials in {len(shares)} shares on "
               f"{workers} workers (sizes {', '.join(str(len(s.keys)) for s in shares)})")
-    workdir = db.resolve().parent / f".parallel-{book.run_id}"
     inbox: queue.Queue[tuple[list[dict[str, Any]], str]] = queue.Queue()
     lines: queue.Queue[str] = queue.Queue()
     lost = False

@@ -273,3 +273,25 @@ def test_virtual_clock_worker_runs_its_share_in_a_guest(tmp_path: Path,
     assert argv[argv.index("--share") + 1] == str(share.resolve())
     assert "--quick" in argv and calls[0]["clock"] == "virtual"
     assert calls[0]["db"] == tmp_path / "w.sqlite"
+
+
+def test_resume_adopts_what_workers_of_a_dead_coordinator_committed(fake_env: Path) -> None:
+    exp = load_experiment(FAKE)
+    db = fake_env / "a.sqlite"
+    with closing(results.connect(db)) as con:
+        run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(), {}, 24)
+    keys = [t.key(run_id) for t in plan(exp)][:5]
+    sdir = fake_env / f".parallel-{run_id}" / "share-0-1"
+    sdir.mkdir(parents=True)
+    (sdir / "share.json").write_text(json.dumps({"index": 0, "run_id": run_id, "keys": keys}))
+    # a worker whose coordinator died: its trials are only in its own database
+    subprocess.run([*PREFIX, "--share", str(sdir / "share.json"), "--db",
+                    str(sdir / "trials.sqlite")], check=True, capture_output=True)
+    assert rows_of(db) == []
+    out = io.StringIO()
+    s = run_local(exp, FAKE, db=db, workers=2, argv_prefix=PREFIX, resume=True, stream=out)
+    assert "stored 5 trials that workers of the interrupted run had committed" in out.getvalue()
+    assert s.run_id == run_id and s.skipped == 5 and s.ran == 19
+    rows = rows_of(db)
+    assert len(rows) == len({r.trial_key for r in rows}) == 24
+    assert max(executions(fake_env / "executions.log").values()) == 1  # none ran twice
