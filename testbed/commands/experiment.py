@@ -116,11 +116,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     db = _db(args)
     wanted = args.clock or exp.clock
-    if args.workers is not None or args.cluster is not None:
+    if getattr(args, "workers", None) is not None or getattr(args, "cluster", None) is not None:
         summary = run_parallel(exp, path, args, db, wanted)
     elif wanted is not None and wanted != current_clock():
         return run_on_clock(wanted, path, args, db)
-    elif args.share is not None:
+    elif getattr(args, "share", None) is not None:
         from testbed.parallel import read_share
 
         share = read_share(args.share)
