@@ -295,3 +295,15 @@ def test_resume_adopts_what_workers_of_a_dead_coordinator_committed(fake_env: Pa
     rows = rows_of(db)
     assert len(rows) == len({r.trial_key for r in rows}) == 24
     assert max(executions(fake_env / "executions.log").values()) == 1  # none ran twice
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--workers", "2", "--cluster", "tcp://127.0.0.1:1"], "choose one"),
+    (["--workers", "0"], "need at least 1"),
+])
+def test_parallel_flag_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                              flags: list[str], message: str) -> None:
+    rc = cli.main(["run", str(FAKE), "--clock", "real", "--db", str(tmp_path / "x.sqlite"),
+                   *flags])
+    assert rc == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "x.sqlite").exists()
