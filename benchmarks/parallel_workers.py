@@ -80,7 +80,7 @@ def run_mode(mode: str, exp: Path, db: Path, log: Path) -> dict[str, Any]:
         from distributed import LocalCluster
 
         cluster = LocalCluster(n_workers=int(mode[1:]), threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=50)
+                               dashboard_address=":0", silence_logs=50)
         argv += ["--cluster", cluster.scheduler_address]
     load0 = os.getloadavg()
     t0 = time.monotonic()

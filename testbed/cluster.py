@@ -59,8 +59,12 @@ def share_task(share_doc: Mapping[str, Any], argv_prefix: Sequence[str],
         worker.log_event(topic, {"worker": worker.address, "placement": placement,
                                  "rows": rows})
 
+    def say(lines: list[str]) -> None:
+        worker.log_event(topic + "-output", {"worker": worker.address, "lines": lines})
+
     with tempfile.TemporaryDirectory(prefix="tb-share-") as tmp:
-        out = execute_share(share, argv_prefix, Path(tmp), worker.address, send, files)
+        out = execute_share(share, argv_prefix, Path(tmp), worker.address, send, files,
+                            on_output=say)
     return {"rerun": False, "worker": worker.address, "placement": out.placement,
             "rc": out.returncode, "why": out.why, "rows": out.rows}
 
@@ -116,11 +120,12 @@ def run_cluster(exp: Experiment, exp_file: Path, *, db: Path, client: Any,
 
     for s in shares:
         submit(s)
-    seen = 0
+    seen = said = 0
     try:
         while running:
             time.sleep(poll_s)
             seen = _drain(client, topic, seen, book)
+            said = _echo(client, topic + "-output", said, book)
             for fut in [f for f in running if f.done()]:
                 share = running.pop(fut)
                 seen = _drain(client, topic, seen, book)
@@ -139,6 +144,14 @@ def run_cluster(exp: Experiment, exp_file: Path, *, db: Path, client: Any,
         for fut in running:
             fut.cancel()
     return book.finish()
+
+
+def _echo(client: Any, topic: str, seen: int, book: RunBook) -> int:
+    """The workers' own output (a guest's progress lines), named."""
+    events = client.get_events(topic)
+    for _, msg in list(events)[seen:]:
+        book.note("\n".join(f"  {msg['worker']}: {x}" for x in msg["lines"]))
+    return len(events)
 
 
 def _drain(client: Any, topic: str, seen: int, book: RunBook) -> int:

@@ -170,7 +170,7 @@ def local_cluster(fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[A
     monkeypatch.setenv("TB_FAKE_DIE_TIMES", "1")
     monkeypatch.setenv("TB_FAKE_DELAY", "0.2")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=50) as lc, \
+                                  dashboard_address=":0", silence_logs=50) as lc, \
             distributed.Client(lc) as client:
         yield client
 
@@ -190,6 +190,7 @@ def test_local_cluster_worker_sigkilled_mid_run_loses_nothing(
     assert all(r.status == "ok" for r in rows)
     assert all(r.result["placement"]["worker"].startswith("tcp://") for r in rows)
     assert all(r.result["placement"]["kernel"] for r in rows)
+    assert ": trial 1/12" in out.getvalue()  # the workers' own progress, named
     runs = executions(fake_env / "executions.log")
     assert max(runs.values()) <= 2
     # placement does not change the numbers: the same medians as one worker here
