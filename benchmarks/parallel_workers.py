@@ -142,13 +142,22 @@ def trial_seconds(db: Path) -> list[float]:
 def report(out: list[dict[str, Any]]) -> None:
     base = out[0]
     print(f"\nOWD median per cell ({METRIC}, µs), virtual clock:")
-    print(f"{'cell':<90} " + " ".join(f"{r['mode']:>10}" for r in out) + "  max |diff|")
+    print(f"{'cell':<40} " + " ".join(f"{r['mode']:>10}" for r in out) + "  max |diff|")
     worst = 0.0
-    for cell in sorted(base["cells"]):
+    points = {c: json.loads(c.split(" ", 1)[1]) for c in base["cells"]}
+    varying = {k for p in points.values() for k, v in p.items()
+               if any(q.get(k) != v for q in points.values())}
+
+    def label(cell: str) -> str:
+        return cell.split(" ", 1)[0] + " " + ",".join(
+            f"{k.removeprefix('topology.')}={v}" for k, v in points[cell].items() if k in varying)
+
+    for cell in sorted(base["cells"], key=lambda c: (c.split(" ")[0], sorted(
+            (k, str(v)) for k, v in points[c].items()))):
         vals = [r["cells"].get(cell) for r in out]
         diff = (max(vals) - min(vals)) if None not in vals else float("inf")  # type: ignore
         worst = max(worst, diff)
-        print(f"{cell[:90]:<90} " + " ".join(f"{x:>10.2f}" if x is not None else f"{'-':>10}"
+        print(f"{label(cell):<40} " + " ".join(f"{x:>10.3f}" if x is not None else f"{'-':>10}"
                                              for x in vals) + f"  {diff:.3f}")
     print(f"\nlargest difference across placements: {worst:.3f} µs (acceptance: <= 0.1)")
     print(f"\n{'mode':<6} {'wall s':>7} {'x of first':>10} {'trials/h':>9} {'load avg':>12}")
