@@ -2,7 +2,7 @@
 `--workers 1`, `--workers 2` and through a Dask LocalCluster of 2 workers (`--cluster`):
 identical medians per cell, wall time, trials per hour, and the projection for N machines.
 
-    .venv/bin/python benchmarks/parallel_workers.py [--modes w1,w2,c2] [--json OUT]
+    .venv/bin/python benchmarks/parallel_workers.py [--modes w1,w2,c2,w2] [--json OUT]
 
 Each mode is a real `testbed run EXP --quick --workers N|--cluster ADDRESS` (each worker boots
 its own virtual-clock guest). The host's load average is printed with each mode: the machine
@@ -99,13 +99,14 @@ def run_mode(mode: str, exp: Path, db: Path, log: Path) -> dict[str, Any]:
             "load_after": load1[0], "keys_unique": len({r.trial_key for r in rows}) == len(rows),
             "workers": sorted({str(r.result.get("placement", {}).get("worker")) for r in rows}),
             "clocks": sorted({results.clock_label(r) for r in rows}), "cells": cells,
-            "trial_s": trial_seconds(db), "log": str(log)}
+            "trial_s": trial_seconds(db), "db": str(db), "log": str(log)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--modes", default="w1,w2,c2",
-                    help="w<N>: --workers N; c<N>: a LocalCluster of N workers")
+    ap.add_argument("--modes", default="w1,w2,c2,w2",
+                    help="w<N>: --workers N; c<N>: a LocalCluster of N workers (comma-separated, "
+                    "in order; a repeated mode measures the same placement again)")
     ap.add_argument("--json", type=Path, help="write every number here")
     ap.add_argument("--keep", type=Path, help="keep databases and logs in this folder")
     ap.add_argument("--report", type=Path, metavar="DIR",
@@ -114,15 +115,16 @@ def main() -> int:
     if args.report:
         out = json.loads((args.report / "out.json").read_text())
         for r in out:
-            r["trial_s"] = trial_seconds(args.report / f"{r['mode']}.sqlite")
+            r["trial_s"] = trial_seconds(Path(r.get("db", args.report / f"{r['mode']}.sqlite")))
         report(out)
         return 0
     work = args.keep or Path(tempfile.mkdtemp(prefix="tb-bench-parallel-"))
     work.mkdir(parents=True, exist_ok=True)
     exp = owd_experiment(work)
     out = []
-    for mode in args.modes.split(","):
-        r = run_mode(mode, exp, work / f"{mode}.sqlite", work / f"{mode}.log")
+    for i, mode in enumerate(args.modes.split(",")):
+        # a mode may repeat (w1,w2,c2,w2): the same placement again, the tier's own spread
+        r = run_mode(mode, exp, work / f"{i}-{mode}.sqlite", work / f"{i}-{mode}.log")
         out.append(r)
         print(f"{mode}: rc={r['rc']} wall={r['wall_s']:.0f}s trials={r['ok']}/{r['trials']} "
               f"load {r['load_before']:.1f}->{r['load_after']:.1f} workers={r['workers']}",
