@@ -161,6 +161,39 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
+def _descendant_groups(root: int) -> set[int]:
+    """Process groups of `root`'s descendants other than its own (a guest's vng/QEMU runs in
+    a session of its own, which PR_SET_PDEATHSIG does not reach)."""
+    parent: dict[int, int] = {}
+    group: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        parent[int(d.name)], group[int(d.name)] = int(fields[1]), int(fields[2])
+    out, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        for child, pp in parent.items():
+            if pp == p:
+                todo.append(child)
+                out.add(group[child])
+    return out - {group.get(root, root)}
+
+
+def _kill_groups(groups: set[int]) -> None:
+    """What a killed worker left running (its guest): SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for g in groups:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(g, sig)
+        if sig == signal.SIGTERM:
+            time.sleep(1.0)
+
+
 def worker_argv(exp_file: str, profile: str, clock: str | None) -> list[str]:
     """`testbed run` as a worker runs its share (`--share FILE --db DB` are appended)."""
     argv = [sys.executable, "-m", "testbed.cli", "run", exp_file]
@@ -206,6 +239,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
     rows_all: list[dict[str, Any]] = []
     mark = 0
     seen = 0
+    groups: set[int] = set()
 
     def forward() -> None:
         nonlocal seen
@@ -234,6 +268,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
                 forward()
                 if rc is not None or (stop is not None and stop.is_set()):
                     break
+                groups |= _descendant_groups(proc.pid)
                 time.sleep(poll_s)
         finally:
             if proc.poll() is None:
@@ -244,6 +279,8 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
                     proc.kill()
                     proc.wait()
             rc = proc.returncode
+            if rc < 0 and groups:
+                _kill_groups(groups)  # the worker was killed: so is what it started
     tail = log.read_text(errors="replace").strip().splitlines()[-3:]
     why = (f"exit {rc}" if rc >= 0 else f"killed by signal {-rc}") + (
         f"; last output: {' | '.join(tail)}" if tail else "")

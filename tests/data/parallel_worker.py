@@ -48,6 +48,12 @@ def _trial(tb: Any, t: Any, ctx: Any) -> Measured:
         marks.mkdir(exist_ok=True)
         if len(list(marks.iterdir())) < int(os.environ.get("TB_FAKE_DIE_TIMES", "1")):
             (marks / str(os.getpid())).touch()
+            if os.environ.get("TB_FAKE_GUEST"):  # like a guest: a session of its own
+                import subprocess
+
+                guest = subprocess.Popen(["sleep", "300"], start_new_session=True)
+                Path(os.environ["TB_FAKE_GUEST"]).write_text(str(guest.pid))
+                time.sleep(1.5)  # the coordinator sees it
             # the worker dies: this process, or the Dask worker above it (its child dies too)
             pid = os.getppid() if os.environ.get("TB_FAKE_DIE_PARENT") else os.getpid()
             os.kill(pid, signal.SIGKILL)

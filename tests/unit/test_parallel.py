@@ -109,6 +109,19 @@ def test_worker_killed_once_loses_nothing_and_reruns_only_what_was_lost(
     assert max(runs.values()) == 2 and sum(runs.values()) == 25  # only the killed trial twice
 
 
+def test_what_a_killed_worker_started_in_its_own_session_is_killed_too(
+        fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TB_FAKE_DIE_ON", 'owd/{"ip":4')
+    monkeypatch.setenv("TB_FAKE_DIE_TIMES", "1")
+    monkeypatch.setenv("TB_FAKE_GUEST", str(fake_env / "guest.pid"))
+    s = run_local(load_experiment(FAKE, "quick"), FAKE, db=fake_env / "g.sqlite", workers=1,
+                  argv_prefix=[*PREFIX, "--quick"], stream=io.StringIO())
+    assert s.ran == 4 and s.failed == 0
+    guest = int((fake_env / "guest.pid").read_text())
+    assert not Path(f"/proc/{guest}").exists() or "Z" in Path(
+        f"/proc/{guest}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def test_worker_killed_twice_records_failure_then_resume_completes(
         fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TB_FAKE_DIE_ON", 'owd/{"ip":4')
