@@ -119,6 +119,59 @@ def read_rows(db: Path, after: int = 0) -> tuple[list[dict[str, Any]], int]:
     return out, max([after, *(int(r["rid"]) for r in rows)])
 
 
+JOURNAL = "journal.jsonl"
+"""Beside a share file: the trials a worker in a guest has committed, one JSON row a line, so
+that they reach the coordinator as they finish (the guest's database is merged out only at
+the end)."""
+
+
+class Journal:
+    """While a guest's worker runs: copies each trial committed to `db` to `path` (appended,
+    flushed, synced) from a background thread; the last copy is made on exit."""
+
+    def __init__(self, db: Path, path: Path, poll_s: float = POLL_S) -> None:
+        self.db, self.path, self.poll_s = db, path, poll_s
+        self.mark = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="testbed-journal", daemon=True)
+
+    def copy(self) -> None:
+        rows, self.mark = read_rows(self.db, self.mark)
+        if rows:
+            with self.path.open("a") as f:
+                f.write("".join(json.dumps(r) + "\n" for r in rows))
+                f.flush()
+                os.fsync(f.fileno())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            with suppress(OSError, sqlite3.Error):
+                self.copy()
+
+    def __enter__(self) -> Journal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        with suppress(OSError, sqlite3.Error):
+            self.copy()
+
+
+def read_journal(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Complete rows of a journal from byte `offset`, and the offset after them."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except FileNotFoundError:
+        return [], offset
+    end = chunk.rfind(b"\n") + 1
+    rows = [json.loads(x) for x in chunk[:end].decode().splitlines() if x.strip()]
+    return rows, offset + end
+
+
 def store_row(con: sqlite3.Connection, row: Mapping[str, Any],
               placement: Mapping[str, Any]) -> bool:
     """Store a worker's trial row in the run's database with where it ran (`result.placement`:
@@ -237,7 +290,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
     env = {**os.environ, ENV_WORKER: worker}
     log = sdir / "worker.log"
     rows_all: list[dict[str, Any]] = []
-    mark = 0
+    mark = joff = 0
     seen = 0
     groups: set[int] = set()
 
@@ -262,6 +315,8 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
             while True:
                 rc = proc.poll()
                 rows, mark = read_rows(wdb, mark)
+                journaled, joff = read_journal(sdir / JOURNAL, joff)
+                rows += journaled
                 if rows:
                     rows_all += rows
                     on_rows(rows)

@@ -124,7 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from testbed.parallel import read_share
 
         share = read_share(args.share)
-        summary = run_experiment(exp, db=db, share=(share.run_id, share.keys))
+        with share_journal(args.share, db):
+            summary = run_experiment(exp, db=db, share=(share.run_id, share.keys))
     else:
         summary = run_experiment(exp, db=db, resume=args.resume)
     print(
@@ -172,6 +173,19 @@ def run_parallel(exp: Any, path: Path, args: argparse.Namespace, db: Path,
         )
     return parallel.run_local(exp, path, db=db, workers=args.workers, resume=args.resume,
                               clock=args.clock)
+
+
+def share_journal(share: Path, db: Path) -> Any:
+    """In a guest, a worker's trials also go to a journal beside its share file (on the host):
+    the coordinator gets each one as it is committed, not when the guest ends."""
+    import os
+    from contextlib import nullcontext
+
+    from testbed import parallel, vm
+
+    if os.environ.get(vm.ENV_IN_VM) != "1":
+        return nullcontext()
+    return parallel.Journal(db, Path(share).parent / parallel.JOURNAL)
 
 
 def current_clock() -> str:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
@@ -321,3 +322,37 @@ def test_parallel_flag_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                    *flags])
     assert rc == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_journal_streams_a_guests_trials_as_they_are_committed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextlib import nullcontext
+
+    from testbed.commands.experiment import share_journal
+    from testbed.parallel import Journal, read_journal
+
+    db, journal = tmp_path / "w.sqlite", tmp_path / "journal.jsonl"
+
+    def row(i: int) -> results.TrialRow:
+        return results.TrialRow(f"R/m/g/{i}", "R", "e", "full", "m", "k", {}, "g", i, 1.0, 2.0,
+                                "ok", None, {"v": float(i)}, {}, {}, [])
+
+    with closing(results.connect(db)) as con:
+        results.start_run(con, "e", "full", {}, {}, 3, run_id="R")
+        with Journal(db, journal, poll_s=0.05):
+            results.write_trial(con, row(0))
+            deadline = time.monotonic() + 10
+            while not read_journal(journal)[0] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            first, offset = read_journal(journal)
+            assert [r["trial_key"] for r in first] == ["R/m/g/0"]  # before the worker ended
+            results.write_trial(con, row(1))
+        more, offset = read_journal(journal, offset)
+        assert [r["trial_key"] for r in more] == ["R/m/g/1"]  # the last copy, on exit
+    with journal.open("a") as f:
+        f.write('{"trial_key": "half a li')  # a line being written is not read yet
+    assert read_journal(journal, offset) == ([], offset)
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
+    assert isinstance(share_journal(tmp_path / "share.json", db), nullcontext)
+    monkeypatch.setenv("TESTBED_IN_VM", "1")
+    assert isinstance(share_journal(tmp_path / "share.json", db), Journal)
