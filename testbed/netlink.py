@@ -14,15 +14,6 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg import sched_tbf
 
 from testbed.errors import KernelError, MissingCapability
-from testbed.waiting import is_virtual
-
-if is_virtual():
-    # pyroute2 waits for its forked netns helper with a 2 s poll() on the guest clock, which
-    # leaps past it while anything waits on the host (9p): wait on the helper instead.
-    import pyroute2.config
-
-    pyroute2.config.default_communicate_timeout = 86400
-    pyroute2.config.default_create_socket_timeout = 86400
 
 NETNS_DIR = Path("/var/run/netns")
 
