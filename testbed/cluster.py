@@ -62,7 +62,8 @@ def share_task(share_doc: Mapping[str, Any], argv_prefix: Sequence[str],
     def say(lines: list[str]) -> None:
         worker.log_event(topic + "-output", {"worker": worker.address, "lines": lines})
 
-    with tempfile.TemporaryDirectory(prefix="tb-share-") as tmp:
+    # in the worker's own folder: Dask purges the folder of a worker that died
+    with tempfile.TemporaryDirectory(prefix="tb-share-", dir=worker.local_directory) as tmp:
         out = execute_share(share, argv_prefix, Path(tmp), worker.address, send, files,
                             on_output=say)
     return {"rerun": False, "worker": worker.address, "placement": out.placement,
