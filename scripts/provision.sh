@@ -61,10 +61,10 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 stamp=.venv/.provisioned
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c "import testbed, pytest, virtme_ng" 2>/dev/null; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! .venv/bin/python -c "import testbed, pytest, virtme_ng, distributed" 2>/dev/null; then
     say "installing the project into .venv"
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[dev]' virtme-ng
+    .venv/bin/pip install -q -e '.[dev,cluster]' virtme-ng
     touch "$stamp"
 else
     say ".venv up to date"

@@ -6,7 +6,7 @@ import itertools
 import math
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -541,14 +541,20 @@ def run_experiment(
     progress: Progress | None = None,
     ctx: runners.Context | None = None,
     run_trial: Callable[[Any, TrialPlan, runners.Context], runners.Measured] | None = None,
+    share: tuple[str, Collection[str]] | None = None,
 ) -> RunSummary:
     """Run every trial of `exp`, storing each in `db` as it finishes; with `resume`, continue
     the last unfinished run of the same experiment and profile, skipping its finished trials.
+    `share` = (run id, trial keys): only those trials of that run (a parallel run's worker,
+    testbed.parallel); the run is left unfinished here (the run's own database finishes it).
 
     A database that cannot be written (disk full, removed, locked) stops the run with a
     StoreError; every trial committed before stays, and `--resume` continues from there."""
     check_topologies(exp)
     trials = plan(exp)
+    if share is not None:
+        wanted = set(share[1])
+        trials = [t for t in trials if t.key(share[0]) in wanted]
     ctx = ctx or runners.Context()
     base = Path(exp.file).resolve()
 
@@ -558,6 +564,9 @@ def run_experiment(
     do_trial = run_trial or default_trial
     with closing(results.connect(db)) as con, _store_errors(con, db, exp):
         run_id = results.unfinished_run(con, exp.name, exp.profile) if resume else None
+        if share is not None:
+            run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
+                                       results.provenance(), len(trials), run_id=share[0])
         if run_id is None:
             run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
                                        results.provenance(), len(trials))
@@ -595,7 +604,9 @@ def run_experiment(
                     failed += 1
                 prog.note(f"topology {tp.label} failed: {exc}")
         prog.close()
-        if not todo or all(t.key(run_id) in results.done_keys(con, run_id) for t in trials):
+        finished = not todo or all(t.key(run_id) in results.done_keys(con, run_id)
+                                   for t in trials)
+        if share is None and finished:
             results.finish_run(con, run_id)
         return RunSummary(run_id, len(trials), len(trials) - len(todo), len(todo) - failed,
                           failed, db)

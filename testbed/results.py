@@ -268,14 +268,16 @@ def clock_label(row: TrialRow) -> str:
 
 
 def start_run(con: sqlite3.Connection, experiment: str, profile: str, spec: Mapping[str, Any],
-              prov: Mapping[str, Any], planned: int) -> str:
-    """Record a new run and return its id."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(wall_time()))
-    run_id = stamp + "-" + uuid.uuid4().hex[:6]
+              prov: Mapping[str, Any], planned: int, run_id: str | None = None) -> str:
+    """Record a new run and return its id (`run_id`: this id, e.g. a parallel run's worker
+    recording its share under the run it belongs to; kept if already there)."""
+    if run_id is None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(wall_time()))
+        run_id = stamp + "-" + uuid.uuid4().hex[:6]
     with con:
         con.execute(
-            "INSERT INTO runs (run_id, experiment, profile, started, planned, provenance, spec) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO runs (run_id, experiment, profile, started, planned, "
+            "provenance, spec) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (run_id, experiment, profile, wall_time(), planned, canonical(prov), canonical(spec)),
         )
     return run_id

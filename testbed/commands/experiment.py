@@ -46,6 +46,23 @@ def register(sub: Any) -> None:
         help="the clock to measure on (default: the experiment's `clock`, else this one); "
         "virtual boots the full-kernel tier on QEMU's instruction counter by itself",
     )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run independent sweep points in N worker processes (on the virtual clock each in "
+        "its own guest), merging their trials into the database as they finish "
+        "(docs/parallel.md)",
+    )
+    run.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        default=None,
+        help="ship the trials to the workers of a Dask scheduler (tcp://HOST:8786); needs the "
+        "cluster extra (docs/parallel.md)",
+    )
+    run.add_argument("--share", type=Path, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 
     res = sub.add_parser(
@@ -107,9 +124,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     db = _db(args)
     wanted = args.clock or exp.clock
-    if wanted is not None and wanted != current_clock():
+    if getattr(args, "workers", None) is not None or getattr(args, "cluster", None) is not None:
+        summary = run_parallel(exp, path, args, db, wanted)
+    elif wanted is not None and wanted != current_clock():
         return run_on_clock(wanted, path, args, db)
-    summary = run_experiment(exp, db=db, resume=args.resume)
+    elif getattr(args, "share", None) is not None:
+        from testbed.parallel import read_share
+
+        share = read_share(args.share)
+        with share_journal(args.share, db):
+            summary = run_experiment(exp, db=db, share=(share.run_id, share.keys))
+    else:
+        summary = run_experiment(exp, db=db, resume=args.resume)
     print(
         f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already done, "
         f"{summary.failed} failed; results in {db}",
@@ -120,6 +146,54 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1 if summary.failed else 0
+
+
+def run_parallel(exp: Any, path: Path, args: argparse.Namespace, db: Path,
+                 clock: str | None) -> Any:
+    """`--workers N` (processes here) or `--cluster ADDRESS` (Dask workers)."""
+    from testbed import parallel
+
+    if args.share is not None:
+        raise UsageError("--share is what a worker runs: not with --workers/--cluster")
+    if args.workers is not None and args.cluster is not None:
+        raise UsageError("--workers and --cluster: choose one",
+                         hint="--workers N runs here; --cluster ADDRESS on a Dask scheduler's "
+                         "workers")
+    if args.cluster is not None:
+        from testbed import cluster
+
+        client = cluster.connect(args.cluster)
+        try:
+            return cluster.run_cluster(exp, path, db=db, client=client, resume=args.resume,
+                                       clock=args.clock)
+        finally:
+            client.close()
+    if args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: need at least 1")
+    on_host = (clock or current_clock()) == "real" and current_clock() == "real"
+    problem = parallel.host_interference(exp, args.workers) if on_host else None
+    if problem:
+        raise UsageError(
+            f"{path}: --workers {args.workers} on the host's real clock: {problem}, and "
+            "parallel trials would disturb each other's timing",
+            hint="use --clock virtual (each worker in its own guest: numbers independent of "
+            "load) or --workers 1; see docs/parallel.md",
+        )
+    return parallel.run_local(exp, path, db=db, workers=args.workers, resume=args.resume,
+                              clock=args.clock)
+
+
+def share_journal(share: Path, db: Path) -> Any:
+    """In a guest, a worker's trials also go to a journal beside its share file (on the host):
+    the coordinator gets each one as it is committed, not when the guest ends."""
+    import os
+    from contextlib import nullcontext
+
+    from testbed import parallel, vm
+
+    if os.environ.get(vm.ENV_IN_VM) != "1":
+        return nullcontext()
+    return parallel.Journal(db, Path(share).parent / parallel.JOURNAL)
 
 
 def current_clock() -> str:
@@ -134,6 +208,8 @@ def guest_run_argv(path: Path, args: argparse.Namespace, clock: str) -> list[str
     argv = ["testbed", "run", str(path.resolve()), "--clock", clock]
     if args.quick:
         argv.append("--quick")
+    if getattr(args, "share", None) is not None:
+        argv += ["--share", str(Path(args.share).resolve())]  # a parallel run's worker
     return argv
 
 
