@@ -90,7 +90,10 @@ def load(name: str) -> RunRecord | None:
         return None
     except json.JSONDecodeError:
         return None
-    return RunRecord(**data)
+    try:
+        return RunRecord(**data)
+    except TypeError:  # another file of the state folder (e.g. vm.py's kvm-verdict.json)
+        return None
 
 
 def all_records() -> list[RunRecord]:
