@@ -372,19 +372,25 @@ def gm_5(d: Data) -> Outcome:
 
 def gm_6(d: Data) -> Outcome:
     owd = _gm_owd(d)
+    over = d.means(d.select("pingpong"), "probe_overhead_median_us",
+                   lambda r: (rate_bps(r), int(r.point.get("topology.routers", 0)),
+                              int(param(r, "ip")), size_of(r)))
     cells = []
-    for (rate, routers, ip, n), v in owd.items():
+    for k, v in owd.items():
+        rate, routers, ip, n = k
         if rate not in (10e6, 100e6) or n is None:
             continue
         model = models.owd(n, rate, ip, routers) * 1e6
-        cells.append((v / model, rate, routers, ip, n, v, model))
+        net = v - over.get(k, 0.0)  # less the probe's own cost (the same probe over loopback)
+        cells.append((abs(net - model) <= max(0.10 * model, 10.0), rate, routers, ip, n, net,
+                      model))
     if not cells:
         return _not_measured("OWD at 10 or 100 Mbit/s")
-    close = sum(abs(c[0] - 1) <= 0.10 for c in cells)
-    worst = max(cells, key=lambda c: abs(c[0] - 1))
-    ev = (f"within 10 % of eq. (10) in {_frac(close, len(cells))} cells; worst "
-          f"IPv{worst[3]} {worst[4]} B, {worst[2]} routers at {rate_name(worst[1])}: "
-          f"{worst[5]:.0f} µs vs model {worst[6]:.0f} µs")
+    close = sum(c[0] for c in cells)
+    worst = max(cells, key=lambda c: abs(c[5] / c[6] - 1))
+    ev = (f"within 10 % (or 10 µs) of eq. (10) in {_frac(close, len(cells))} cells, less the "
+          f"probe's loopback cost; worst IPv{worst[3]} {worst[4]} B, {worst[2]} routers at "
+          f"{rate_name(worst[1])}: {worst[5]:.0f} µs vs model {worst[6]:.0f} µs")
     return _verdict(close == len(cells), ev, d.serialization_reason())
 
 
@@ -489,19 +495,19 @@ def _best(m: Mapping[str, float], higher_better: bool) -> str:
 
 
 def qu_1(d: Data) -> Outcome:
-    best4 = best6 = n = 0
+    best4 = close6 = n = 0
     for cells, higher_better in ((_owd_cells(d), False), (_thr_cells(d), True)):
         for *_, m in cells:
             if NATIVE4 not in m or NATIVE6 not in m:
                 continue
             n += 1
             best4 += _best(m, higher_better) == NATIVE4
-            best6 += _best({k: v for k, v in m.items() if k != NATIVE4}, higher_better) == NATIVE6
+            close6 += abs(m[NATIVE6] / m[NATIVE4] - 1) <= 0.10
     if not n:
         return _not_measured("native IPv4 and native IPv6 in the same cells")
-    ok = best4 >= MOST * n and best6 >= MOST * n
+    ok = best4 >= MOST * n and close6 >= MOST * n
     return _verdict(ok, f"native IPv4 best in {_frac(best4, n)} cells (OWD and throughput); "
-                        f"native IPv6 best of the IPv6 clients in {_frac(best6, n)}",
+                        f"native IPv6 within 10 % of it in {_frac(close6, n)}",
                     d.serialization_reason())
 
 
@@ -792,6 +798,8 @@ def go_5(d: Data) -> Outcome:
           f"{_frac(short, len(series))} series")
     reason = ("the paper started at the measured throughput, where 0 % is guaranteed by "
               "construction; here the steps start at line rate as RFC 2544 §26.3 says")
+    if not lossy and short:
+        return Outcome("holds", ev, "0 % only up to the rate the sender reached: " + GENERATOR)
     return _verdict(not lossy, ev, reason)
 
 
@@ -1027,8 +1035,12 @@ def ze_2(d: Data) -> Outcome:
         return _not_measured("UDP throughput of IPv4 and IPv6 at equal sizes")
     diffs = {s: _rel(thr[(6, s)], thr[(4, s)]) for s in common}
     ok = all(abs(v) <= 0.10 for v in diffs.values())
+    small = common[0]
+    wire = -20 / (small + 8 + 40 + 38)  # 20 more header bytes a datagram, Ethernet 38 on the wire
     return _verdict(ok, "IPv6/IPv4 − 1: " + ", ".join(f"{s} B {v:+.1%}" for s, v in diffs.items())
-                    + " (within 10 % accepted)")
+                    + " (within 10 % accepted)",
+                    f"on a saturated link IPv6's 20 more header bytes alone cost {wire:+.1%} at "
+                    f"{small} B")
 
 
 def ze_3(d: Data) -> Outcome:
