@@ -413,7 +413,7 @@ def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc
     started = time.time()
     try:
         m = do_trial(tb, t, ctx)
-    except Exception as exc:  # noqa: BLE001 - any failure is this trial's, never the run's
+    except Exception as exc:  # any failure is this trial's, never the run's
         reason = str(exc) if isinstance(exc, TestbedError) else f"{type(exc).__name__}: {exc}"
         row = results.TrialRow(
             t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
