@@ -336,6 +336,7 @@ def gm_5(d: Data) -> Outcome:
     if not thr:
         return _not_measured("zero-loss throughput (rfc2544) at a shaped rate")
     worst: tuple[float, tuple[float, int, int] | None] = (0.0, None)
+    slow: list[str] = []
     gig_small: list[tuple[int, int, float, bool]] = []
     gig_large: list[tuple[int, int, float, bool]] = []
     for (rate, ip, n), v in thr.items():
@@ -344,6 +345,8 @@ def gm_5(d: Data) -> Outcome:
         ratio = v / models.max_throughput_bps(n, rate, ip)
         if rate >= 1e9:
             (gig_small if n <= 100 else gig_large).append((ip, n, ratio, (rate, ip, n) in limited))
+        elif (rate, ip, n) in limited:  # measures the sender, not the path: shown, not judged
+            slow.append(f"v{ip} {n} B at {rate_name(rate)} {ratio:.2f}")
         elif abs(ratio - 1) >= abs(worst[0] - 1) or worst[1] is None:
             worst = (ratio, (rate, ip, n))
     ok = True
@@ -354,6 +357,8 @@ def gm_5(d: Data) -> Outcome:
         parts.append(f"10/100 Mbit/s: worst measured/model {worst[0]:.3f} "
                      f"(IPv{ip} {n} B at {rate_name(rate)})")
     reason = ""
+    if slow:
+        parts.append("not judged, generator-limited: " + ", ".join(slow))
     for label, cells in (("small (≤100 B)", gig_small), ("larger", gig_large)):
         if cells:
             txt = ", ".join(f"v{ip} {n} B {r:.2f}{'*' if lim else ''}"
@@ -363,6 +368,8 @@ def gm_5(d: Data) -> Outcome:
         ok = False
         if any(lim for *_, lim in gig_large):
             reason = GENERATOR
+    if worst[1] is None and not gig_small and not gig_large:
+        return _not_measured("a throughput cell the sender could offer (all generator-limited)")
     if gig_small or gig_large:
         parts.append("* = generator-limited")
     else:

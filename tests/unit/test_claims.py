@@ -172,6 +172,14 @@ def test_gm5_gigabit_small_payloads_may_fall_short_larger_may_not() -> None:
     assert out.status == "does not hold" and out.reason == claims.GENERATOR
     far = gm_trials(lambda rate, ip, n: 0.8 * models.max_throughput_bps(n, rate, ip))
     assert status("gm:5", far) == "does not hold"
+    # the same shortfall, but the sender could not offer the rate: not the path's, not judged
+    mixed = [t for t in gm_trials() if not (t.kind == "rfc2544" and t.point["ip_payload"] == 10)]
+    mixed += [t for t in gm_trials(lambda rate, ip, n: 0.5 * models.max_throughput_bps(
+        n, rate, ip), limited=True) if t.kind == "rfc2544" and t.point["ip_payload"] == 10]
+    out = CHECKS["gm:5"](claims.Data(mixed))
+    assert out.status == "holds" and "not judged, generator-limited: v4 10 B" in out.evidence
+    everything_limited = gm_trials(limited=True)
+    assert status("gm:5", everything_limited) == "not measured"
 
 
 def test_gm6_gm7_do_not_hold_without_serialization_delay() -> None:
