@@ -386,6 +386,13 @@ def test_dobrinov_claims_do_not_hold_on_contrary_data() -> None:
     slow = [row("receiver", {"ipd_mean_us": 2000.0}, {"ip": 4, "rate": "10mbit"},
                 {"frame_size": 1518})]
     assert status("do:9", slow) == "does not hold"
+    # a sender that fell behind its schedule makes the gaps: shown, not judged
+    behind = [row("receiver", {"ipd_mean_us": 2000.0, "sender_pps": 480.0, "offered_pps": 845.0},
+                  {"ip": 4, "rate": "10mbit"}, {"frame_size": 1518})]
+    out = CHECKS["do:9"](claims.Data(behind))
+    assert out.status == "not measured" and "480 of 845 pps" in out.reason
+    out = CHECKS["do:9"](claims.Data(behind + [t for t in do_trials() if t.kind == "receiver"]))
+    assert out.status == "holds" and "not judged, sender short" in out.evidence
 
 
 def test_dobrinov_not_measured_parts() -> None:
