@@ -151,3 +151,13 @@ def test_pingpong_stores_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> None
     m = runners.run_pingpong(tb, p, runners.Context())  # type: ignore[arg-type]
     assert m.metrics["rtt_median_us"] == 58.0 and m.metrics["owd_median_us"] == 29.0
     assert m.metrics["rtt_mean_us"] == 60.0
+
+
+def test_state_folder_ignores_json_that_is_not_a_run_record(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed import state
+
+    monkeypatch.setenv("TESTBED_STATE_DIR", str(tmp_path))
+    (tmp_path / "kvm-verdict.json").write_text('{"boot_id": "x", "kernel": "k", "reason": "r"}')
+    assert state.all_records() == []
+    assert state.new_run_name().startswith("r")
