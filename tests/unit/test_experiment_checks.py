@@ -153,8 +153,8 @@ def test_pingpong_stores_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> None
     assert m.metrics["rtt_mean_us"] == 60.0
 
 
-def test_state_folder_ignores_json_that_is_not_a_run_record(tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_state_folder_ignores_json_that_is_not_a_run_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from testbed import state
 
     monkeypatch.setenv("TESTBED_STATE_DIR", str(tmp_path))
