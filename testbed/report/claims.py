@@ -270,8 +270,9 @@ def gm_1(d: Data) -> Outcome:
         return _not_measured("IPv4 and IPv6 throughput or OWD at equal payloads")
     t_ok = sum(a > b for _, a, b in t_cells)
     o_ok = sum(a < b for _, a, b in o_cells)
-    ev = (f"throughput IPv4 > IPv6 in {_frac(t_ok, len(t_cells))} cells, "
-          f"OWD IPv4 < IPv6 in {_frac(o_ok, len(o_cells))} cells (equal payload)")
+    ev = (f"throughput IPv4 > IPv6 in {_frac(t_ok, len(t_cells))} cells" if t_cells else
+          "throughput: no equal payload of both versions that the sender could offer")
+    ev += f", OWD IPv4 < IPv6 in {_frac(o_ok, len(o_cells))} cells (equal payload)"
     if o_cells:
         med = statistics.median(b - a for _, a, b in o_cells)
         ev += f"; median OWD gap IPv6 − IPv4 {med:+.1f} µs"
@@ -388,7 +389,9 @@ def gm_6(d: Data) -> Outcome:
         if rate not in (10e6, 100e6) or n is None:
             continue
         model = models.owd(n, rate, ip, routers) * 1e6
-        net = v - over.get(k, 0.0)  # less the probe's own cost (the same probe over loopback)
+        # less the probe's own cost (the same probe over loopback; on a busy machine its median
+        # can exceed the OWD's, so never below zero)
+        net = max(0.0, v - over.get(k, 0.0))
         cells.append((abs(net - model) <= max(0.10 * model, 10.0), rate, routers, ip, n, net,
                       model))
     if not cells:
