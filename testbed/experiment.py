@@ -257,7 +257,6 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
         for k, vals in own_sweep.items():
             if not vals:
                 raise SpecError(file, f"{key}.{k}", "an empty list sweeps nothing")
-        # validate each value a sweep can take, with the first of every other sweep
         fixed = {k: v for k, v in given.items() if k not in own_sweep}
         for k, v in given.items():
             for i, one in enumerate(own_sweep.get(k, [v])):
@@ -267,11 +266,15 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                 _check_param_type(k, one, file, f"sweep.{k}[{i}]")
         accepted = set(runners.KINDS[kind].params) if kind in runners.KINDS else set()
         relevant = {k: v for k, v in meas_sweep.items() if k in accepted}
-        for k, vals in {**relevant, **own_sweep}.items():
-            for v in vals:
-                trial = {**fixed, **{kk: vv[0] for kk, vv in own_sweep.items()},
-                         **{kk: vv[0] for kk, vv in relevant.items()}, k: v}
-                runners.validate_params(kind, trial, file, key)
+        for k in relevant:
+            if k in given:  # the global sweep would silently replace the measurement's own value
+                raise SpecError(file, f"{key}.{k}",
+                                f"is also swept by [sweep] {k} = {meas_sweep[k]!r}, which would "
+                                "override it", f"move `{k}` out of [sweep] into the "
+                                "measurements that sweep it")
+        # validate every combination the trials will take (sizes against the IP version, ...)
+        for combo in itertools.islice(_product({**relevant, **own_sweep}), 10000):
+            runners.validate_params(kind, {**fixed, **combo}, file, key)
         merged = runners.validate_params(
             kind, {**fixed, **{k: v[0] for k, v in own_sweep.items()},
                    **{k: v[0] for k, v in relevant.items()}}, file, key)
@@ -647,14 +650,15 @@ def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc
     guest_started = time.time()
     try:
         m = do_trial(tb, t, ctx)
-    except TestbedError as exc:
+    except Exception as exc:  # any failure is this trial's, never the run's
+        reason = str(exc) if isinstance(exc, TestbedError) else f"{type(exc).__name__}: {exc}"
         row = results.TrialRow(
             t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
-            t.point, t.group_key, t.repetition, started, results.wall_time(), "error", str(exc),
+            t.point, t.group_key, t.repetition, started, results.wall_time(), "error", reason,
             {}, {"params": t.params, **_clock_doc(guest_started)}, topo_doc, qdiscs)
         results.write_trial(con, row)
         prog.finish(ok=False)
-        prog.note(f"trial failed: {t.label}: {exc}")
+        prog.note(f"trial failed: {t.label}: {reason}")
         return 1
     row = results.TrialRow(
         t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,

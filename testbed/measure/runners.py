@@ -100,13 +100,15 @@ def wait_listening(
     port: int,
     proto: str,
     proc: Any = None,
-    deadline_s: float = 10.0,
+    deadline_s: float = 60.0,
     what: str = "server",
 ) -> None:
     """Poll `ss` until something listens on `port` in `node` (or fail saying what did not).
 
     The deadline is a `waiting.Deadline`: host wall time in a virtual-clock guest, where the
-    guest clock leaps while the server starts (it reads its program over 9p).
+    guest clock leaps while the server starts (it reads its program over 9p). A server that
+    dies ends the wait at once; the long deadline is for a slow start (a Python probe starting
+    under the full-kernel tier's software emulation on a busy host takes > 10 s).
     """
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
 
@@ -418,7 +420,14 @@ def run_rfc2544(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured
         "max_rate_bps": max_rate,
         "rate_unit": "bit/s of IP payload (UDP header + data)",
     }
-    start_rate = max_rate
+    # RFC 2544 section 26.3: the frame loss test starts at the maximum rate of the medium (the
+    # model's line rate at the bottleneck link), not at the zero-loss throughput
+    line_rate = max_rate
+    if link is not None and parse_bps(p.get("max_rate"), "measurement") is None:
+        from testbed.models import max_throughput_bps
+
+        line_rate = max_throughput_bps(n, link, ip_v)
+    result["line_rate_bps"] = line_rate
     if p["test"] in ("throughput", "both"):
         res = rfc2544.throughput_search(
             trial,
@@ -435,13 +444,15 @@ def run_rfc2544(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured
             metrics["throughput_bps"] = res.throughput
             metrics["throughput_udp_data_bps"] = res.throughput * data / n
             metrics["throughput_pps"] = res.throughput / (8.0 * n)
-            start_rate = res.throughput
         metrics["generator_limited"] = 1.0 if res.limited_by == "generator" else 0.0
         metrics["search_trials"] = float(len(res.trials))
     if p["test"] in ("frame_loss", "both"):
-        pts = rfc2544.frame_loss_rate(trial, start_rate=start_rate)
+        pts = rfc2544.frame_loss_rate(trial, start_rate=line_rate)
         result["frame_loss"] = [pt.to_dict() for pt in pts]
         metrics["frame_loss_pct_at_start"] = pts[0].loss_percent
+        metrics["frame_loss_pct_max"] = max(pt.loss_percent for pt in pts)
+        metrics["frame_loss_steps"] = float(len(pts))
+        metrics["frame_loss_start_generator_short"] = 1.0 if pts[0].generator_short else 0.0
     result["cpu"] = cpu.stop() if cpu else None
     metrics.update(cpu_metrics(result["cpu"]))
     return Measured(metrics, result)
@@ -508,8 +519,13 @@ def _pingpong_once(
         wait_listening(tb, node_srv, port, p["protocol"], srv, what="ping-pong server")
         cli = tb.run(
             node_cli,
-            pingpong.argv(ctx.python, "client", host=host, port=port, count=int(p["count"]), **kw),
-            timeout=waiting.process_timeout(float(p["count"]) + 60),
+            pingpong.argv(ctx.python, "client", host=host, port=port, count=int(p["count"]),
+                          timeout_s=10.0 if p["protocol"] == "tcp" else 1.0, **kw),
+            # TCP never loses a reply, so its wait only guards against a dead peer; a UDP reply
+            # later than 1 s counts as lost
+            timeout=waiting.process_timeout(
+                float(p["count"]) * (10.0 if p["protocol"] == "tcp" else 1.0) + 60
+            ),
         )
     finally:
         srv.stop()
@@ -544,6 +560,10 @@ def run_pingpong(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measure
     )
     owd = doc["owd"]
     metrics = {f"owd_{k}": float(v) for k, v in owd.items() if k != "n"}
+    # the round trip itself, as zeadally-2004 reports it (owd_* are RTT/2)
+    for k in ("mean_us", "min_us", "max_us", "median_us", "p99_us"):
+        if k in owd:
+            metrics[f"rtt_{k}"] = 2.0 * float(owd[k])
     metrics["lost"] = float(doc["lost"])
     metrics["busy_poll"] = 1.0 if doc["busy_poll"] else 0.0
     metrics["message_bytes"] = float(size)
@@ -779,6 +799,7 @@ def validate_params(kind: str, params: Mapping[str, Any], file: str, key: str) -
             f"give only one of {', '.join(exclusive)}",
             "one of frame_size, ip_payload, size",
         )
+    _check_fits(kind, out, params, file, key)
     if kind != "receiver" and "frame_size" in out and params.get("ip_payload") is not None:
         out["frame_size"] = None
     if kind == "receiver" and (
@@ -793,3 +814,37 @@ def validate_params(kind: str, params: Mapping[str, Any], file: str, key: str) -
         ):
             raise SpecError(file, f"{key}.{name}", f"{out[name]!r} must be a positive number")
     return out
+
+
+def _check_fits(
+    kind: str, out: Mapping[str, Any], params: Mapping[str, Any], file: str, key: str
+) -> None:
+    """A size must leave room for the probe's headers at every IP version the trial uses."""
+    ips = [v for v, _share in _flows(out)] if kind == "iperf3" and out.get("ratio") else [
+        out.get("ip")]
+    for ip in ips:
+        if ip not in ping.IP_HEADER:
+            continue
+        frame = params.get("frame_size")
+        if frame is None and kind == "receiver" and not (
+            params.get("ip_payload") is not None or params.get("size") is not None
+        ):
+            frame = out.get("frame_size")
+        hdr = ping.ETH_HEADER_FCS + ping.IP_HEADER[ip]
+        if frame is not None and kind in ("rfc2544", "receiver", "iperf3", "ping"):
+            probe, need = (("an ICMP echo request", ping.ICMP_HEADER) if kind == "ping"
+                           else ("one byte of UDP data", ping.UDP_HEADER + 1))
+            if int(frame) < hdr + need:
+                raise SpecError(
+                    file, f"{key}.frame_size",
+                    f"a {frame}-byte frame cannot carry {probe} over IPv{ip} (ip = {ip})",
+                    f"frame_size >= {hdr + need} for IPv{ip}; a global [sweep] ip applies "
+                    "to every measurement that takes ip",
+                )
+        payload = params.get("ip_payload")
+        if payload is not None:
+            need = 21 if kind == "pingpong" and out.get("protocol") == "tcp" else 9
+            if int(payload) < need:
+                raise SpecError(file, f"{key}.ip_payload",
+                                f"{payload} bytes leave no message bytes after the headers",
+                                f"ip_payload >= {need}")

@@ -83,3 +83,26 @@ def test_rfc2544_search_on_a_shaped_link(testbed_net: Any) -> None:
     # the search is bounded by the model + 2%, and found a zero-loss rate near it
     assert 0.9 * model < m.metrics["throughput_bps"] <= 1.02 * model
     assert res["limited_by"] in ("device", "max_rate")
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="ethernet")
+def test_rfc2544_frame_loss_starts_at_line_rate(testbed_net: Any) -> None:
+    from testbed.models import max_throughput_bps
+
+    m = measure(testbed_net, "rfc2544", ip=4, ip_payload=1000, duration=1, test="frame_loss")
+    steps = m.result["frame_loss"]
+    line = max_throughput_bps(1000, 10e6, 4)
+    assert m.result["line_rate_bps"] == pytest.approx(line)
+    assert steps[0]["offered"] == pytest.approx(line)  # RFC 2544 §26.3: 100 % of the medium
+    assert [round(s["offered"] / line, 1) for s in steps] == [1.0 - k / 10 for k in
+                                                               range(len(steps))]
+    assert steps[-1]["loss_percent"] == steps[-2]["loss_percent"] == 0.0
+    assert m.metrics["frame_loss_steps"] == len(steps)
+
+
+@pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")
+def test_pingpong_stores_the_round_trip(testbed_net: Any) -> None:
+    m = measure(testbed_net, "pingpong", ip=4, protocol="tcp", size=64, count=50,
+                overhead=False)
+    assert m.metrics["rtt_median_us"] == pytest.approx(2 * m.metrics["owd_median_us"])
+    assert m.metrics["rtt_min_us"] <= m.metrics["rtt_median_us"] <= m.metrics["rtt_max_us"]

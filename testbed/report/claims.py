@@ -1,0 +1,1189 @@
+"""The papers' claims as code: one small function per claim id, evaluated on stored trials."""
+# ruff: noqa: RUF001  (claims and evidence keep the papers' minus, times and approx signs)
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from testbed import models
+from testbed.results import TrialRow
+
+Status = Literal["holds", "does not hold", "not measured", "not measurable here"]
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim of a paper, evaluated: holds / does not hold / not measured / not measurable."""
+
+    claim_id: str
+    paper: str
+    text: str
+    status: Status
+    evidence: str
+    reason: str = ""
+
+
+PAPERS: tuple[str, ...] = (
+    "gamess-morales", "quintero-2016", "gometz-2015", "dobrinov-2016", "zeadally-2004")
+
+# experiment name -> paper id (an experiment file's `name`)
+EXPERIMENTS: dict[str, str] = {
+    "gamess-morales": "gamess-morales",
+    "transition": "quintero-2016",
+    "quintero-2016": "quintero-2016",
+    "gometz-2015": "gometz-2015",
+    "dobrinov-2016": "dobrinov-2016",
+    "zeadally-2004": "zeadally-2004",
+}
+
+# The claims of ../shared/claims.md, verbatim (a unit test keeps them equal to that file).
+CLAIMS: dict[str, tuple[tuple[str, str], ...]] = {
+    "gamess-morales": (
+        ("gm:1", "IPv4 performs slightly better than IPv6 (higher throughput, lower OWD) at every payload."),  # noqa: E501
+        ("gm:2", "IPv4 Ethernet maximum throughput rises up to 1480 B, falls at 1481, repeats every 1480 B; peak 9.62 Mbit/s."),  # noqa: E501
+        ("gm:3", "IPv6 maximum rises up to 1460 B, falls at 1461 and 2901; peak 9.49 Mbit/s."),
+        ("gm:4", "Fast Ethernet has the same shape, IPv4 above IPv6."),
+        ("gm:5", "Measured throughput is very close to the model, except small payloads on GigabitEthernet (Tables I–II)."),  # noqa: E501
+        ("gm:6", "Measured OWD through 0–5 routers is very close to equation (10) at 10 and 100 Mbit/s (Tables III–VI)."),  # noqa: E501
+        ("gm:7", "OWD grows linearly with the number of routers (slope TTFS + π)."),
+        ("gm:8", "IPv6 OWD is slightly above IPv4 at equal payload."),
+        ("gm:9", "The models are an upper bound on achievable throughput."),
+    ),
+    "quintero-2016": (
+        ("qu:1", "Native IPv4 performs best, closely followed by native IPv6 (20 vs 40-byte header)."),  # noqa: E501
+        ("qu:2", "ISATAP and 6to4 perform similarly and lowest of all (extra IPv4 header)."),
+        ("qu:3", "TCP OWD at 10 Mbit/s: ISATAP and 6to4 highest for almost all payloads."),
+        ("qu:4", "Jool and TAYGA have similar OWD, Jool slightly lower."),
+        ("qu:5", "At 10 Mbit/s NAT64 has lower OWD than native IPv6 (one IPv6 + one IPv4 serialization vs two IPv6)."),  # noqa: E501
+        ("qu:6", "UDP OWD at 100 Mbit/s: IPv4 < IPv6 < ISATAP ≈ 6to4; TAYGA unexpectedly high above 1750 B, Jool normal."),  # noqa: E501
+        ("qu:7", "TCP OWD at 100 Mbit/s has the Ethernet shape, about 10× lower."),
+        ("qu:8", "UDP throughput at 10 Mbit/s: IPv4 upper bound, then IPv6; tunnels below IPv6 and similar; Jool ≈ TAYGA."),  # noqa: E501
+        ("qu:9", "UDP throughput at 100 Mbit/s: same shape, about 10× higher."),
+        ("qu:10", "Jool is preferable to TAYGA (no large-payload anomaly)."),
+        ("qu:11", "(cross-OS) modern OSes perform very similarly — not measurable here."),
+    ),
+    "gometz-2015": (
+        ("go:1", "IPv4 and IPv6 show no significant difference; IPv4 slightly better."),
+        ("go:2", "Throughput spread (max − min) is small at small frames and grows at large frames; IPv6 spread larger."),  # noqa: E501
+        ("go:3", "Average IPv4 throughput ≥ IPv6 at most frame sizes; differences too small to pick a winner."),  # noqa: E501
+        ("go:4", "Latency rises with frame size; IPv6 has larger anomalies; neither version consistently lower."),  # noqa: E501
+        ("go:5", "Frame loss was 0 % in every test (loss steps start at the measured throughput, RFC 2544 §26.3)."),  # noqa: E501
+        ("go:6", "The router offers source/destination NAT and NPTv6 (IPv6 prefix translation)."),
+        ("go:7", "The router offers DHCP server and relay, and DHCPv6."),
+        ("go:8", "The router's firewall filters IPv4 and IPv6 (netfilter); rule groups exist for IPv4."),  # noqa: E501
+        ("go:9", "The router supports IPsec VPN; QoS uses tc with HTB and HFSC."),
+        ("go:10", "(vendor) VyOS beats pfSense on throughput, pfSense has lower latency — not measurable here; the emulator's analogue compares router profiles (plain forwarding, conntrack, nftables rule sets)."),  # noqa: E501
+    ),
+    "dobrinov-2016": (
+        ("do:1", "More IPv6 share → higher router CPU and lower maximum traffic."),
+        ("do:2", "Maximum traffic rises with frame size up to 1518 B and drops from 1518 to 1522 (fragmentation), far more for IPv6-heavy mixes."),  # noqa: E501
+        ("do:3", "At every frame size pure IPv4 carries the most traffic; more IPv6 means less."),
+        ("do:4", "CPU rises with throughput and with IPv6 share; for IPv4 it rises as frames get smaller."),  # noqa: E501
+        ("do:5", "Packets per second fall with frame size."),
+        ("do:6", "IPv6 reaches its loss onset at a lower offered load than IPv4."),
+        ("do:7", "Bidirectional traffic needs more CPU; mixed bidirectional reaches about half the unidirectional maximum."),  # noqa: E501
+        ("do:8", "Reset (software vs hardware restart) times do not differ significantly (one-way ANOVA, 5 repetitions each)."),  # noqa: E501
+        ("do:9", "Inter-packet delay at the receiver is ~1.2 ms at 10 Mbit/s and ~0.12 ms at 95 Mbit/s for 1518-byte frames, with no protocol effect."),  # noqa: E501
+        ("do:10", "ICMP echo load on the router: CPU rises with size and rate; ICMPv6 costs less than ICMPv4."),  # noqa: E501
+        ("do:11", "ACLs raise CPU; 1 vs 25 rules differ by < 2 %; both interfaces cost more than one."),  # noqa: E501
+        ("do:12", "ACLs cut maximum traffic only when IPv6 share ≥ 50 %."),
+        ("do:13", "Extension headers cost CPU; 4 vs 20 extension headers make no difference."),
+        ("do:14", "Below the MTU, pps and CPU are the same for every MTU; fragmentation raises CPU (2.7× in the paper)."),  # noqa: E501
+        ("do:15", "CPU is linear in fragments per packet."),
+        ("do:16", "A Routing Header adds little CPU (< 2 % at 1000 pps, 6 % at 5000 pps). (RH0 is deprecated by RFC 5095 and dropped by Linux; the emulated analogue is a Segment Routing header.)"),  # noqa: E501
+    ),
+    "zeadally-2004": (
+        ("ze:1", "Linux TCP throughput ≈ line rate (~93 Mbit/s) at all sizes for both versions, IPv6 ~1 Mbit/s lower."),  # noqa: E501
+        ("ze:2", "UDP throughput IPv4 and IPv6 similar on Linux."),
+        ("ze:3", "Address-size overhead: 12.5 % vs 3 % at 128 B, 3 % vs 0.78 % at 512 B."),
+        ("ze:4", "TCP and UDP round-trip latency are about equal."),
+        ("ze:5", "On Linux, IPv6 latency is not higher than IPv4 (the paper: 7–15 % lower)."),
+        ("ze:6", "TCP/IPv6 socket creation costs more than TCP/IPv4 (+12 % on Linux)."),
+        ("ze:7", "TCP connect is slower with IPv6 (about +50 % on Linux)."),
+        ("ze:8", "Connections per second drop with IPv6 (Linux 450 → 426, −5 %)."),
+        ("ze:9", "(cross-OS) Linux beats Windows 2000 and Solaris 8 on every metric — not measurable here."),  # noqa: E501
+    ),
+}
+
+# Thresholds, named so that the evidence can quote them.
+CLOSE = 0.05  # "very close", "similar", "no significant difference" (relative)
+MOST = 0.75  # "almost all", "most" cells
+NO_SERIALIZATION = ("the host tier shapes with tbf, which passes a packet on an idle link at once: "
+                    "no per-packet serialization delay (the full-kernel tier's netem rate has it)")
+LINUX_ROUTER = "a Linux router on this machine is not the paper's hardware router"
+GENERATOR = "the Python UDP sender cannot offer every rate (limited_by = generator)"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a claim function returns: the status, its deciding numbers, the known reason."""
+
+    status: Status
+    evidence: str
+    reason: str = ""
+
+
+def _not_measured(missing: str) -> Outcome:
+    """Nothing of the claim can be checked on these trials: say what is missing."""
+    return Outcome("not measured", "", f"not measured: needs {missing}")
+
+
+def _verdict(ok: bool, evidence: str, reason: str = "") -> Outcome:
+    return Outcome("holds" if ok else "does not hold", evidence, "" if ok else reason)
+
+
+# --- reading trials --------------------------------------------------------------------------
+
+
+def param(row: TrialRow, key: str) -> Any:
+    """A trial's parameter: swept (its point) or fixed (the stored resolved parameters)."""
+    if key in row.point:
+        return row.point[key]
+    params = row.result.get("params") if isinstance(row.result, dict) else None
+    return params.get(key) if isinstance(params, dict) else None
+
+
+def size_of(row: TrialRow) -> int | None:
+    """The size a trial swept: ip_payload, frame_size, size or length, whichever it has."""
+    for key in ("ip_payload", "frame_size", "size", "length"):
+        v = param(row, key)
+        if v is not None:
+            return int(v)
+    return None
+
+
+def rate_bps(row: TrialRow) -> float | None:
+    """The topology's link rate (bit/s) of a trial, or None when unshaped or unknown."""
+    v = row.point.get("topology.rate")
+    if v is None or str(v) in ("unlimited", "max", "0"):
+        return None
+    try:
+        return models.parse_rate(str(v))
+    except ValueError:
+        return None
+
+
+def rate_name(bps: float | None) -> str:
+    if bps is None:
+        return "unshaped"
+    names = {10e6: "10 Mbit/s", 100e6: "100 Mbit/s", 1e9: "1 Gbit/s"}
+    return names.get(bps, f"{bps / 1e6:g} Mbit/s")
+
+
+class Data:
+    """The ok trials of one paper's experiments, with grouping helpers."""
+
+    def __init__(self, trials: Sequence[TrialRow], runs: Sequence[Mapping[str, Any]] = ()):
+        self.rows = [t for t in trials if t.status == "ok"]
+        self.runs = list(runs)
+
+    def select(self, kind: str, **where: Any) -> list[TrialRow]:
+        out = []
+        for r in self.rows:
+            if r.kind != kind:
+                continue
+            if all(param(r, k.replace("__", ".")) == v for k, v in where.items()):
+                out.append(r)
+        return out
+
+    def cells(self, rows: Iterable[TrialRow], metric: str,
+              key: Callable[[TrialRow], tuple[Any, ...] | None]
+              ) -> dict[tuple[Any, ...], list[float]]:
+        """metric values grouped by key(row) (rows without the metric or key are left out)."""
+        out: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+        for r in rows:
+            k = key(r)
+            v = r.metrics.get(metric)
+            if k is None or v is None or not math.isfinite(float(v)):
+                continue
+            out[k].append(float(v))
+        return dict(out)
+
+    def means(self, rows: Iterable[TrialRow], metric: str,
+              key: Callable[[TrialRow], tuple[Any, ...] | None]) -> dict[tuple[Any, ...], float]:
+        return {k: statistics.fmean(v) for k, v in self.cells(rows, metric, key).items()}
+
+    def shapers(self) -> set[str]:
+        """The shaping qdiscs in force in these trials ('tbf', 'netem')."""
+        kinds = set()
+        for r in self.rows:
+            for q in r.qdiscs or []:
+                if isinstance(q, dict) and q.get("kind") in ("tbf", "netem"):
+                    kinds.add(str(q["kind"]))
+        return kinds
+
+    def serialization_reason(self) -> str:
+        """NO_SERIALIZATION when the links were shaped by tbf only, else ''."""
+        s = self.shapers()
+        return NO_SERIALIZATION if "tbf" in s and "netem" not in s else ""
+
+
+def _frac(n: int, d: int) -> str:
+    return f"{n}/{d}"
+
+
+def _mbps(v: float) -> str:
+    return f"{v / 1e6:.2f}"
+
+
+def _rel(a: float, b: float) -> float:
+    """Relative difference of a to b (a/b - 1)."""
+    return a / b - 1.0 if b else math.inf
+
+
+# --- gamess-morales --------------------------------------------------------------------------
+
+
+def _gm_throughput(d: Data, *, exclude_limited: bool = True) -> dict[tuple[Any, ...], float]:
+    """(rate bit/s, ip, ip_payload) -> mean zero-loss throughput (bit/s of IP payload)."""
+    rows = [r for r in d.select("rfc2544") if not (exclude_limited and
+                                                   r.metrics.get("generator_limited"))]
+    return d.means(rows, "throughput_bps",
+                   lambda r: (rate_bps(r), int(param(r, "ip")), size_of(r)))
+
+
+def _gm_limited(d: Data) -> set[tuple[Any, ...]]:
+    return {(rate_bps(r), int(param(r, "ip")), size_of(r)) for r in d.select("rfc2544")
+            if r.metrics.get("generator_limited")}
+
+
+def _gm_owd(d: Data) -> dict[tuple[Any, ...], float]:
+    """(rate, routers, ip, ip_payload) -> mean of the median OWD (µs)."""
+    return d.means(d.select("pingpong"), "owd_median_us",
+                   lambda r: (rate_bps(r), int(r.point.get("topology.routers", 0)),
+                              int(param(r, "ip")), size_of(r)))
+
+
+def gm_1(d: Data) -> Outcome:
+    thr, owd = _gm_throughput(d), _gm_owd(d)
+    t_cells = [(k, thr[k], thr[(k[0], 6, k[2])]) for k in thr
+               if k[1] == 4 and (k[0], 6, k[2]) in thr]
+    o_cells = [(k, owd[k], owd[(k[0], k[1], 6, k[3])]) for k in owd
+               if k[2] == 4 and (k[0], k[1], 6, k[3]) in owd]
+    if not t_cells and not o_cells:
+        return _not_measured("IPv4 and IPv6 throughput or OWD at equal payloads")
+    t_ok = sum(a > b for _, a, b in t_cells)
+    o_ok = sum(a < b for _, a, b in o_cells)
+    ev = (f"throughput IPv4 > IPv6 in {_frac(t_ok, len(t_cells))} cells" if t_cells else
+          "throughput: no equal payload of both versions that the sender could offer")
+    ev += f", OWD IPv4 < IPv6 in {_frac(o_ok, len(o_cells))} cells (equal payload)"
+    if o_cells:
+        med = statistics.median(b - a for _, a, b in o_cells)
+        ev += f"; median OWD gap IPv6 − IPv4 {med:+.1f} µs"
+    return _verdict(t_ok == len(t_cells) and o_ok == len(o_cells), ev, d.serialization_reason())
+
+
+def _sawtooth(d: Data, ip: int, rate: float, knee: int, second: int | None,
+              peak_mbps: float | None) -> Outcome:
+    thr = {k[2]: v for k, v in _gm_throughput(d).items() if k[0] == rate and k[1] == ip}
+    if knee not in thr or knee + 1 not in thr:
+        have = ", ".join(str(n) for n in sorted(thr)) or "none"
+        return _not_measured(f"IPv{ip} throughput at {knee} and {knee + 1} B at "
+                             f"{rate_name(rate)} (have: {have})")
+    below = [thr[n] for n in sorted(thr) if n <= knee]
+    rises = all(b >= a * (1 - 0.002) for a, b in itertools.pairwise(below))
+    falls = thr[knee + 1] < thr[knee]
+    parts = [f"{n} B {_mbps(v)}" for n, v in sorted(thr.items())]
+    ok = rises and falls
+    ev = (f"IPv{ip} at {rate_name(rate)} (Mbit/s): {', '.join(parts)}; rises to {knee}: "
+          f"{'yes' if rises else 'no'}; falls at {knee + 1}: {'yes' if falls else 'no'}")
+    if second is not None:
+        if second in thr and second - 1 in thr:
+            again = thr[second] < thr[second - 1]
+            ok = ok and again
+            ev += f"; falls again at {second}: {'yes' if again else 'no'}"
+        else:
+            ev += f"; fall at {second} not measured"
+    if peak_mbps is not None:
+        peak = max(thr.values()) / 1e6
+        close = abs(peak / peak_mbps - 1) <= 0.02
+        ok = ok and close
+        ev += f"; peak {peak:.2f} vs paper {peak_mbps:.2f} Mbit/s"
+    return _verdict(ok, ev)
+
+
+def gm_2(d: Data) -> Outcome:
+    return _sawtooth(d, 4, 10e6, 1480, 2961, 9.62)
+
+
+def gm_3(d: Data) -> Outcome:
+    return _sawtooth(d, 6, 10e6, 1460, 2901, 9.49)
+
+
+def gm_4(d: Data) -> Outcome:
+    v4 = _sawtooth(d, 4, 100e6, 1480, None, None)
+    v6 = _sawtooth(d, 6, 100e6, 1460, None, None)
+    if v4.status == "not measured" and v6.status == "not measured":
+        return _not_measured("throughput at 100 Mbit/s around 1480/1460 B")
+    thr = _gm_throughput(d)
+    pairs = [(thr[k], thr[(k[0], 6, k[2])]) for k in thr
+             if k[0] == 100e6 and k[1] == 4 and (k[0], 6, k[2]) in thr]
+    above = sum(a > b for a, b in pairs)
+    ok = (v4.status != "does not hold" and v6.status != "does not hold"
+          and above == len(pairs))
+    return _verdict(ok, f"{v4.evidence} | {v6.evidence} | IPv4 > IPv6 in "
+                        f"{_frac(above, len(pairs))} equal payloads")
+
+
+def gm_5(d: Data) -> Outcome:
+    thr = _gm_throughput(d, exclude_limited=False)
+    limited = _gm_limited(d)
+    if not thr:
+        return _not_measured("zero-loss throughput (rfc2544) at a shaped rate")
+    worst: tuple[float, tuple[float, int, int] | None] = (0.0, None)
+    slow: list[str] = []
+    gig_small: list[tuple[int, int, float, bool]] = []
+    gig_large: list[tuple[int, int, float, bool]] = []
+    for (rate, ip, n), v in thr.items():
+        if rate is None or n is None:
+            continue
+        ratio = v / models.max_throughput_bps(n, rate, ip)
+        if rate >= 1e9:
+            (gig_small if n <= 100 else gig_large).append((ip, n, ratio, (rate, ip, n) in limited))
+        elif (rate, ip, n) in limited:  # measures the sender, not the path: shown, not judged
+            slow.append(f"v{ip} {n} B at {rate_name(rate)} {ratio:.2f}")
+        elif abs(ratio - 1) >= abs(worst[0] - 1) or worst[1] is None:
+            worst = (ratio, (rate, ip, n))
+    ok = True
+    parts = []
+    if worst[1] is not None:
+        rate, ip, n = worst[1]
+        ok = abs(worst[0] - 1) <= CLOSE
+        parts.append(f"10/100 Mbit/s: worst measured/model {worst[0]:.3f} "
+                     f"(IPv{ip} {n} B at {rate_name(rate)})")
+    reason = ""
+    if slow:
+        parts.append("not judged, generator-limited: " + ", ".join(slow))
+    for label, cells in (("small (≤100 B)", gig_small), ("larger", gig_large)):
+        if cells:
+            txt = ", ".join(f"v{ip} {n} B {r:.2f}{'*' if lim else ''}"
+                            for ip, n, r, lim in sorted(cells))
+            parts.append(f"1 Gbit/s {label}: {txt}")
+    if gig_large and any(abs(r - 1) > CLOSE for _, _, r, _ in gig_large):
+        ok = False
+        if any(lim for *_, lim in gig_large):
+            reason = GENERATOR
+    if worst[1] is None and not gig_small and not gig_large:
+        return _not_measured("a throughput cell the sender could offer (all generator-limited)")
+    if gig_small or gig_large:
+        parts.append("* = generator-limited")
+    else:
+        parts.append("1 Gbit/s not measured")
+    return _verdict(ok, "; ".join(parts), reason)
+
+
+def gm_6(d: Data) -> Outcome:
+    owd = _gm_owd(d)
+    over = d.means(d.select("pingpong"), "probe_overhead_median_us",
+                   lambda r: (rate_bps(r), int(r.point.get("topology.routers", 0)),
+                              int(param(r, "ip")), size_of(r)))
+    cells = []
+    for k, v in owd.items():
+        rate, routers, ip, n = k
+        if rate not in (10e6, 100e6) or n is None:
+            continue
+        model = models.owd(n, rate, ip, routers) * 1e6
+        # less the probe's own cost (the same probe over loopback; on a busy machine its median
+        # can exceed the OWD's, so never below zero)
+        net = max(0.0, v - over.get(k, 0.0))
+        cells.append((abs(net - model) <= max(0.10 * model, 10.0), rate, routers, ip, n, net,
+                      model))
+    if not cells:
+        return _not_measured("OWD at 10 or 100 Mbit/s")
+    close = sum(c[0] for c in cells)
+    worst = max(cells, key=lambda c: abs(c[5] / c[6] - 1))
+    ev = (f"within 10 % (or 10 µs) of eq. (10) in {_frac(close, len(cells))} cells, less the "
+          f"probe's loopback cost; worst IPv{worst[3]} {worst[4]} B, {worst[2]} routers at "
+          f"{rate_name(worst[1])}: {worst[5]:.0f} µs vs model {worst[6]:.0f} µs")
+    return _verdict(close == len(cells), ev, d.serialization_reason())
+
+
+def gm_7(d: Data) -> Outcome:
+    owd = _gm_owd(d)
+    series: dict[tuple[Any, ...], dict[int, float]] = defaultdict(dict)
+    for (rate, routers, ip, n), v in owd.items():
+        if rate is not None and n is not None:
+            series[(rate, ip, n)][routers] = v
+    fits = []
+    for (rate, ip, n), pts in series.items():
+        if len(pts) < 3:
+            continue
+        xs = sorted(pts)
+        ys = [pts[x] for x in xs]
+        slope, r2 = _linfit(xs, ys)
+        model = (models.owd(n, rate, ip, 1) - models.owd(n, rate, ip, 0)) * 1e6
+        fits.append((rate, ip, n, slope, r2, model))
+    if not fits:
+        return _not_measured("OWD at three or more router counts for one payload")
+    ok_fits = [f for f in fits if f[4] >= 0.9 and abs(f[3] / f[5] - 1) <= 0.25]
+    worst = min(fits, key=lambda f: f[3] / f[5])
+    ev = (f"linear (R² ≥ 0.9) with slope within 25 % of TTFS(m)+π in "
+          f"{_frac(len(ok_fits), len(fits))} series; e.g. IPv{worst[1]} {worst[2]} B at "
+          f"{rate_name(worst[0])}: {worst[3]:.1f} µs/router (R² {worst[4]:.2f}) vs model "
+          f"{worst[5]:.1f}")
+    return _verdict(len(ok_fits) == len(fits), ev, d.serialization_reason())
+
+
+def _linfit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares slope and R² of ys over xs."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    syy = sum((y - my) ** 2 for y in ys)
+    slope = sxy / sxx if sxx else 0.0
+    r2 = (sxy * sxy) / (sxx * syy) if sxx and syy else 0.0
+    return slope, r2
+
+
+def gm_8(d: Data) -> Outcome:
+    owd = _gm_owd(d)
+    cells = [(owd[k], owd[(k[0], k[1], 6, k[3])]) for k in owd
+             if k[2] == 4 and (k[0], k[1], 6, k[3]) in owd]
+    if not cells:
+        return _not_measured("IPv4 and IPv6 OWD at equal payloads")
+    above = sum(b > a for a, b in cells)
+    med = statistics.median(b - a for a, b in cells)
+    return _verdict(above == len(cells),
+                    f"IPv6 OWD above IPv4 in {_frac(above, len(cells))} cells; median gap "
+                    f"{med:+.1f} µs", d.serialization_reason())
+
+
+def gm_9(d: Data) -> Outcome:
+    thr = _gm_throughput(d, exclude_limited=False)
+    ratios = [(v / models.max_throughput_bps(n, rate, ip), rate, ip, n)
+              for (rate, ip, n), v in thr.items() if rate is not None and n is not None]
+    if not ratios:
+        return _not_measured("zero-loss throughput (rfc2544) at a shaped rate")
+    top = max(ratios)
+    over = sum(r > 1.01 for r, *_ in ratios)
+    return _verdict(over == 0, f"measured ≤ model (+1 % tolerance) in "
+                               f"{_frac(len(ratios) - over, len(ratios))} cells; highest "
+                               f"measured/model {top[0]:.3f} (IPv{top[2]} {top[3]} B at "
+                               f"{rate_name(top[1])})")
+
+
+# --- quintero-2016 ---------------------------------------------------------------------------
+
+NATIVE4, NATIVE6, SIXTOFOUR, ISATAP, TAYGA, JOOL = (
+    "native4", "native6", "6to4", "isatap", "nat64-tayga", "nat64-jool")
+TUNNELS = (SIXTOFOUR, ISATAP)
+
+
+def _mechs(d: Data, kind: str, protocol: str, metric: str
+           ) -> dict[tuple[Any, ...], dict[str, float]]:
+    """(rate, size) -> {mechanism (topology): mean metric}."""
+    rows = [r for r in d.select(kind) if param(r, "protocol") == protocol]
+    out: dict[tuple[Any, ...], dict[str, float]] = defaultdict(dict)
+    for (topo, rate, size), v in d.means(
+            rows, metric, lambda r: (r.point.get("topology"), rate_bps(r), size_of(r))).items():
+        out[(rate, size)][str(topo)] = v
+    return dict(out)
+
+
+def _owd_cells(d: Data, protocols: Sequence[str] = ("udp", "tcp")
+               ) -> list[tuple[str, float | None, int, dict[str, float]]]:
+    out = []
+    for proto in protocols:
+        for (rate, size), m in _mechs(d, "pingpong", proto, "owd_median_us").items():
+            out.append((proto, rate, size, m))
+    return out
+
+
+def _thr_cells(d: Data) -> list[tuple[str, float | None, int, dict[str, float]]]:
+    return [("udp", rate, size, m)
+            for (rate, size), m in _mechs(d, "iperf3", "udp", "receiver_bps").items()]
+
+
+def _best(m: Mapping[str, float], higher_better: bool) -> str:
+    return max(m, key=lambda k: m[k]) if higher_better else min(m, key=lambda k: m[k])
+
+
+def qu_1(d: Data) -> Outcome:
+    best4 = close6 = n = 0
+    for cells, higher_better in ((_owd_cells(d), False), (_thr_cells(d), True)):
+        for *_, m in cells:
+            if NATIVE4 not in m or NATIVE6 not in m:
+                continue
+            n += 1
+            best4 += _best(m, higher_better) == NATIVE4
+            close6 += abs(m[NATIVE6] / m[NATIVE4] - 1) <= 0.10
+    if not n:
+        return _not_measured("native IPv4 and native IPv6 in the same cells")
+    ok = best4 >= MOST * n and close6 >= MOST * n
+    return _verdict(ok, f"native IPv4 best in {_frac(best4, n)} cells (OWD and throughput); "
+                        f"native IPv6 within 10 % of it in {_frac(close6, n)}",
+                    d.serialization_reason())
+
+
+def qu_2(d: Data) -> Outcome:
+    similar = lowest = n = 0
+    for cells, worse_is_higher in ((_owd_cells(d), True), (_thr_cells(d), False)):
+        for *_, m in cells:
+            if not all(t in m for t in TUNNELS) or len(m) < 3:
+                continue
+            n += 1
+            a, b = m[SIXTOFOUR], m[ISATAP]
+            similar += abs(a - b) <= 0.10 * max(a, b)
+            others = [v for k, v in m.items() if k not in TUNNELS]
+            if worse_is_higher:
+                lowest += min(a, b) >= max(others)
+            else:
+                lowest += max(a, b) <= min(others)
+    if not n:
+        return _not_measured("6to4 and ISATAP beside other mechanisms")
+    ok = similar >= MOST * n and lowest >= MOST * n
+    return _verdict(ok, f"6to4 ≈ ISATAP (within 10 %) in {_frac(similar, n)} cells; both "
+                        f"worst of all in {_frac(lowest, n)}", d.serialization_reason())
+
+
+def qu_3(d: Data) -> Outcome:
+    cells = [m for _, rate, _, m in _owd_cells(d, ("tcp",))
+             if rate == 10e6 and all(t in m for t in TUNNELS) and len(m) >= 3]
+    if not cells:
+        return _not_measured("TCP OWD at 10 Mbit/s with 6to4, ISATAP and another mechanism")
+    top = sum(set(sorted(m, key=lambda k: -m[k])[:2]) == set(TUNNELS) for m in cells)
+    return _verdict(top >= MOST * len(cells),
+                    f"6to4 and ISATAP the two highest TCP OWDs in {_frac(top, len(cells))} "
+                    "payloads at 10 Mbit/s", d.serialization_reason())
+
+
+def qu_4(d: Data) -> Outcome:
+    cells = [m for *_, m in _owd_cells(d) if TAYGA in m and JOOL in m]
+    if not cells:
+        return _not_measured("OWD through both NAT64 translators (TAYGA and Jool)")
+    similar = sum(abs(m[JOOL] / m[TAYGA] - 1) <= 0.20 for m in cells)
+    lower = sum(m[JOOL] < m[TAYGA] for m in cells)
+    med = statistics.median(m[JOOL] / m[TAYGA] for m in cells)
+    ok = similar >= MOST * len(cells) and lower > len(cells) / 2
+    return _verdict(ok, f"Jool within 20 % of TAYGA in {_frac(similar, len(cells))} cells, "
+                        f"lower in {_frac(lower, len(cells))}; median Jool/TAYGA {med:.2f}")
+
+
+def qu_5(d: Data) -> Outcome:
+    cells = [m for _, rate, _, m in _owd_cells(d)
+             if rate == 10e6 and NATIVE6 in m and (TAYGA in m or JOOL in m)]
+    if not cells:
+        return _not_measured("OWD at 10 Mbit/s of native IPv6 and a NAT64")
+    lower = sum(all(m[t] < m[NATIVE6] for t in (TAYGA, JOOL) if t in m) for m in cells)
+    return _verdict(lower >= MOST * len(cells),
+                    f"NAT64 OWD below native IPv6 in {_frac(lower, len(cells))} cells at 10 Mbit/s",
+                    d.serialization_reason())
+
+
+def qu_6(d: Data) -> Outcome:
+    cells = [(size, m) for _, rate, size, m in _owd_cells(d, ("udp",))
+             if rate == 100e6 and NATIVE4 in m and NATIVE6 in m]
+    if not cells:
+        return _not_measured("UDP OWD at 100 Mbit/s of native IPv4 and IPv6")
+    order = 0
+    for _, m in cells:
+        tun = [m[t] for t in TUNNELS if t in m]
+        order += m[NATIVE4] < m[NATIVE6] and all(m[NATIVE6] < t for t in tun)
+    ok = order >= MOST * len(cells)
+    tunnels = any(t in m for _, m in cells for t in TUNNELS)
+    ev = (f"IPv4 < IPv6{' < tunnels' if tunnels else ' (no tunnel measured)'} in "
+          f"{_frac(order, len(cells))} payloads at 100 Mbit/s")
+    big = [(s, m) for s, m in cells if s > 1750 and TAYGA in m and JOOL in m]
+    if big:
+        high = sum(m[TAYGA] > 1.5 * m[JOOL] for _, m in big)
+        ok = ok and high > 0
+        ev += f"; TAYGA > 1.5 × Jool above 1750 B in {_frac(high, len(big))} payloads"
+    else:
+        ev += "; TAYGA vs Jool above 1750 B not measured"
+    return _verdict(ok, ev, d.serialization_reason())
+
+
+def qu_7(d: Data) -> Outcome:
+    cells = {(rate, size): m for _, rate, size, m in _owd_cells(d, ("tcp",))}
+    ratios = []
+    same_top = n = 0
+    for (rate, size), slow in cells.items():
+        fast = cells.get((100e6, size))
+        if rate != 10e6 or fast is None:
+            continue
+        common = [k for k in slow if k in fast]
+        if not common:
+            continue
+        n += 1
+        ratios += [slow[k] / fast[k] for k in common]
+        same_top += max(common, key=lambda k: slow[k]) == max(common, key=lambda k: fast[k])
+    if not ratios:
+        return _not_measured("TCP OWD at both 10 and 100 Mbit/s")
+    med = statistics.median(ratios)
+    ok = 5 <= med <= 15 and same_top >= MOST * n
+    return _verdict(ok, f"median OWD(10 Mbit/s)/OWD(100 Mbit/s) {med:.1f} (5–15 accepted); "
+                        f"same highest mechanism in {_frac(same_top, n)} payloads",
+                    d.serialization_reason())
+
+
+def _thr_shape(m: Mapping[str, float]) -> bool:
+    """IPv4 ≥ everything; IPv6 ≥ tunnels; tunnels similar; Jool ≈ TAYGA (10 %)."""
+    ok = all(m[NATIVE4] >= v * 0.99 for v in m.values())
+    if NATIVE6 in m:
+        ok = ok and all(m[NATIVE6] >= m[t] * 0.99 for t in TUNNELS if t in m)
+    if all(t in m for t in TUNNELS):
+        ok = ok and abs(m[SIXTOFOUR] - m[ISATAP]) <= 0.10 * max(m[SIXTOFOUR], m[ISATAP])
+    if TAYGA in m and JOOL in m:
+        ok = ok and abs(m[TAYGA] - m[JOOL]) <= 0.10 * max(m[TAYGA], m[JOOL])
+    return ok
+
+
+def _qu_thr(d: Data, rate: float) -> tuple[int, int, dict[int, dict[str, float]]]:
+    cells = {size: m for _, r, size, m in _thr_cells(d) if r == rate and NATIVE4 in m
+             and len(m) >= 2}
+    return sum(_thr_shape(m) for m in cells.values()), len(cells), cells
+
+
+def qu_8(d: Data) -> Outcome:
+    good, n, _ = _qu_thr(d, 10e6)
+    if not n:
+        return _not_measured("UDP throughput at 10 Mbit/s of native IPv4 and another mechanism")
+    return _verdict(good >= MOST * n, f"paper's ordering holds in {_frac(good, n)} payloads "
+                                      "at 10 Mbit/s")
+
+
+def qu_9(d: Data) -> Outcome:
+    good, n, fast = _qu_thr(d, 100e6)
+    if not n:
+        return _not_measured("UDP throughput at 100 Mbit/s of native IPv4 and another mechanism")
+    _, _, slow = _qu_thr(d, 10e6)
+    ratios = [fast[s][k] / slow[s][k] for s in fast if s in slow
+              for k in fast[s] if k in slow[s] and slow[s][k] > 0]
+    ok = good >= MOST * n
+    ev = f"paper's ordering holds in {_frac(good, n)} payloads at 100 Mbit/s"
+    if ratios:
+        med = statistics.median(ratios)
+        ok = ok and 7 <= med <= 13
+        ev += f"; median throughput ratio 100/10 Mbit/s {med:.1f} (7–13 accepted)"
+    else:
+        ev += "; ratio to 10 Mbit/s not measured"
+    return _verdict(ok, ev)
+
+
+def qu_10(d: Data) -> Outcome:
+    cells = [(size, m) for *_, size, m in _owd_cells(d) if TAYGA in m and JOOL in m]
+    big = [(s, m) for s, m in cells if s > 1750]
+    if not big:
+        return _not_measured("OWD of TAYGA and Jool above 1750 B")
+    anomaly = sum(m[TAYGA] > 1.5 * m[JOOL] for _, m in big)
+    jool_ok = sum(m[JOOL] <= m[TAYGA] * 1.05 for _, m in big)
+    return _verdict(jool_ok == len(big),
+                    f"Jool ≤ TAYGA (+5 %) in {_frac(jool_ok, len(big))} payloads above 1750 B; "
+                    f"TAYGA anomaly (> 1.5 × Jool) in {_frac(anomaly, len(big))}")
+
+
+def _cross_os(_: Data) -> Outcome:
+    return Outcome("not measurable here", "", "the emulator runs Linux only; other operating "
+                   "systems' stacks are not emulated")
+
+
+# --- gometz-2015 -----------------------------------------------------------------------------
+
+
+def _go_series(d: Data) -> tuple[str, dict[tuple[Any, ...], list[float]]]:
+    """The paper's throughput (iperf TCP, write length = frame size), else RFC 2544's."""
+    tcp = [r for r in d.select("iperf3") if param(r, "protocol") == "tcp"]
+    if tcp:
+        return "iperf TCP", d.cells(tcp, "receiver_bps",
+                                    lambda r: (int(param(r, "ip")), size_of(r)))
+    return "RFC 2544", d.cells(d.select("rfc2544"), "throughput_bps",
+                               lambda r: (int(param(r, "ip")), size_of(r)))
+
+
+def go_1(d: Data) -> Outcome:
+    from testbed.stats import welch_t
+
+    label, thr = _go_series(d)
+    lat = d.cells(d.select("ping"), "rtt_mean_ms", lambda r: (int(param(r, "ip")), size_of(r)))
+    sizes = sorted({k[1] for k in thr if (6, k[1]) in thr and (4, k[1]) in thr})
+    lsizes = sorted({k[1] for k in lat if (6, k[1]) in lat and (4, k[1]) in lat})
+    if not sizes and not lsizes:
+        return _not_measured("IPv4 and IPv6 throughput or latency at equal frame sizes")
+    signif = better4 = n = 0
+    tests = []
+    for series, higher_better, ss in ((thr, True, sizes), (lat, False, lsizes)):
+        for s in ss:
+            a, b = series[(4, s)], series[(6, s)]
+            n += 1
+            ma, mb = statistics.fmean(a), statistics.fmean(b)
+            better4 += (ma > mb) if higher_better else (ma < mb)
+            if len(a) >= 2 and len(b) >= 2 and (statistics.pstdev(a) or statistics.pstdev(b)):
+                sig = welch_t(a, b).significant_at_0_05
+                tests.append("t")
+            else:
+                sig = abs(_rel(ma, mb)) > CLOSE
+                tests.append("rel")
+            signif += sig
+    how = ("Welch t, p < 0.05" if all(t == "t" for t in tests)
+           else f"Welch t where ≥ 2 repetitions, else |diff| > {CLOSE:.0%}")
+    ok = signif == 0 and better4 > n / 2
+    return _verdict(ok, f"{label} throughput and ping RTT: significant IPv4/IPv6 difference "
+                        f"({how}) in {_frac(signif, n)} frame sizes; IPv4 better in "
+                        f"{_frac(better4, n)}")
+
+
+def go_2(d: Data) -> Outcome:
+    label, thr = _go_series(d)
+    spread = {k: max(v) - min(v) for k, v in thr.items() if len(v) >= 2}
+    per_ip: dict[int, dict[int, float]] = defaultdict(dict)
+    for (ip, s), v in spread.items():
+        per_ip[ip][s] = v
+    if not per_ip or any(len(v) < 2 for v in per_ip.values()):
+        return _not_measured(f"{label} throughput with ≥ 2 repetitions at ≥ 2 frame sizes")
+    ok = True
+    parts = []
+    for ip, by in sorted(per_ip.items()):
+        small, large = by[min(by)], by[max(by)]
+        ok = ok and large > small
+        parts.append(f"IPv{ip} spread {min(by)} B {_mbps(small)}, {max(by)} B "
+                     f"{_mbps(large)} Mbit/s")
+    if 4 in per_ip and 6 in per_ip:
+        s4, s6 = sum(per_ip[4].values()), sum(per_ip[6].values())
+        ok = ok and s6 > s4
+        parts.append(f"total spread IPv6 {_mbps(s6)} vs IPv4 {_mbps(s4)} Mbit/s")
+    return _verdict(ok, f"{label}: " + "; ".join(parts))
+
+
+def go_3(d: Data) -> Outcome:
+    label, thr = _go_series(d)
+    sizes = sorted({s for ip, s in thr if ip == 4 and (6, s) in thr})
+    if not sizes:
+        return _not_measured("IPv4 and IPv6 throughput at equal frame sizes")
+    diffs = [(s, _rel(statistics.fmean(thr[(4, s)]), statistics.fmean(thr[(6, s)])))
+             for s in sizes]
+    ge = sum(r >= 0 for _, r in diffs)
+    big = max(diffs, key=lambda x: abs(x[1]))
+    ok = ge > len(diffs) / 2 and abs(big[1]) <= CLOSE
+    return _verdict(ok, f"{label}: IPv4 ≥ IPv6 in {_frac(ge, len(diffs))} frame sizes; largest "
+                        f"difference {big[1]:+.1%} at {big[0]} B")
+
+
+def go_4(d: Data) -> Outcome:
+    rows = d.select("ping")
+    mean = d.means(rows, "rtt_mean_ms", lambda r: (int(param(r, "ip")), size_of(r)))
+    worst = d.means(rows, "rtt_max_ms", lambda r: (int(param(r, "ip")), size_of(r)))
+    by: dict[int, dict[int, float]] = defaultdict(dict)
+    for (ip, s), v in mean.items():
+        by[ip][s] = v
+    if not by or any(len(v) < 2 for v in by.values()):
+        return _not_measured("ping RTT at two or more frame sizes")
+    ok = True
+    parts = []
+    for ip, m in sorted(by.items()):
+        rises = m[max(m)] > m[min(m)]
+        ok = ok and rises
+        parts.append(f"IPv{ip} mean RTT {min(m)} B {m[min(m)] * 1000:.0f} µs → {max(m)} B "
+                     f"{m[max(m)] * 1000:.0f} µs")
+    common = sorted(set(by.get(4, {})) & set(by.get(6, {})))
+    if common:
+        anom = {ip: sum(worst[(ip, s)] - mean[(ip, s)] for s in common) for ip in (4, 6)}
+        lower4 = sum(by[4][s] < by[6][s] for s in common)
+        ok = ok and anom[6] > anom[4] and 0 < lower4 < len(common)
+        parts.append(f"anomalies (max − mean, summed) IPv6 {anom[6] * 1000:.0f} µs vs IPv4 "
+                     f"{anom[4] * 1000:.0f} µs; IPv4 lower in {_frac(lower4, len(common))} sizes")
+    else:
+        parts.append("IPv4 vs IPv6 not measured")
+    return _verdict(ok, "; ".join(parts))
+
+
+def go_5(d: Data) -> Outcome:
+    series: list[tuple[TrialRow, list[dict[str, Any]]]] = []
+    for row in d.select("rfc2544"):
+        steps = row.result.get("frame_loss")
+        if isinstance(steps, list) and steps:
+            series.append((row, steps))
+    if not series:
+        return _not_measured("an RFC 2544 frame loss test (rfc2544 with test = both/frame_loss)")
+    lossy = [(r, s) for r, s in series if any(float(p["loss_percent"]) > 0 for p in s)]
+    short = sum(bool(s[0].get("generator_short")) for _, s in series)
+    worst = max(series, key=lambda x: float(x[1][0]["loss_percent"]))
+    r, s = worst
+    ev = (f"{len(lossy)}/{len(series)} series lost frames; highest loss at the start rate "
+          f"{float(s[0]['loss_percent']):.1f} % (IPv{param(r, 'ip')} {size_of(r)} B, offered "
+          f"{_mbps(float(s[0]['offered']))} Mbit/s); sender short of the start rate in "
+          f"{_frac(short, len(series))} series")
+    reason = ("the paper started at the measured throughput, where 0 % is guaranteed by "
+              "construction; here the steps start at line rate as RFC 2544 §26.3 says")
+    if not lossy and short:
+        return Outcome("holds", ev, "0 % only up to the rate the sender reached: " + GENERATOR)
+    return _verdict(not lossy, ev, reason)
+
+
+def _router_feature(missing: str) -> Callable[[Data], Outcome]:
+    def check(_: Data) -> Outcome:
+        return _not_measured(missing)
+    return check
+
+
+def go_10(_: Data) -> Outcome:
+    return Outcome("not measurable here", "", "VyOS and pfSense are not emulated (Linux only); "
+                   "the analogue, router profiles (plain forwarding, conntrack, nftables rule "
+                   "sets), is not measured yet")
+
+
+# --- dobrinov-2016 ---------------------------------------------------------------------------
+
+
+def _v6_share(row: TrialRow) -> float | None:
+    ratio = param(row, "ratio")
+    if ratio:
+        try:
+            a, b = (float(x) for x in str(ratio).split("/"))
+        except ValueError:
+            return None
+        return b / (a + b) if a + b else None
+    ip = param(row, "ip")
+    return 1.0 if ip == 6 else 0.0 if ip == 4 else None
+
+
+def _cpu(row: TrialRow) -> float | None:
+    m = row.metrics
+    if "cpu_machine_softirq_pct" not in m:
+        return None
+    return float(m["cpu_machine_softirq_pct"]) + float(m.get("cpu_machine_system_pct", 0.0))
+
+
+def _do_mixed(d: Data, direction: str = "forward"
+              ) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
+    """(frame_size, IPv6 share) -> (mean receiver bit/s, mean router-side CPU %)."""
+    rows = [r for r in d.select("iperf3") if param(r, "protocol") == "udp"
+            and (param(r, "direction") or "forward") == direction and param(r, "ratio")]
+    def key(r: TrialRow) -> tuple[Any, ...]:
+        return (size_of(r), _v6_share(r))
+
+    traffic = d.means(rows, "receiver_bps", key)
+    cpu: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    for r in rows:
+        c = _cpu(r)
+        if c is not None:
+            cpu[(size_of(r), _v6_share(r))].append(c)
+    return traffic, {k: statistics.fmean(v) for k, v in cpu.items()}
+
+
+def _by_size(cells: Mapping[tuple[Any, ...], float]) -> dict[Any, dict[float, float]]:
+    out: dict[Any, dict[float, float]] = defaultdict(dict)
+    for (size, share), v in cells.items():
+        if share is not None:
+            out[size][share] = v
+    return dict(out)
+
+
+def do_1(d: Data) -> Outcome:
+    traffic, cpu = _do_mixed(d)
+    t, c = _by_size(traffic), _by_size(cpu)
+    sizes = [s for s in t if len(t[s]) >= 2 and s in c and len(c[s]) >= 2]
+    if not sizes:
+        return _not_measured("mixed IPv4/IPv6 traffic at two or more IPv6 shares, with CPU")
+    ok = True
+    parts = []
+    for s in sorted(sizes):
+        lo, hi = min(t[s]), max(t[s])
+        more_cpu = c[s][hi] > c[s][lo]
+        less = t[s][hi] < t[s][lo] * (1 - 0.01)
+        ok = ok and more_cpu and less
+        parts.append(f"{s} B: IPv6 {lo:.0%}→{hi:.0%}: CPU {c[s][lo]:.1f}→{c[s][hi]:.1f} %, "
+                     f"traffic {_mbps(t[s][lo])}→{_mbps(t[s][hi])} Mbit/s")
+    return _verdict(ok, "; ".join(parts), LINUX_ROUTER + " (the paper's Cisco 1841 was "
+                    "CPU-bound; Linux forwards the offered load)")
+
+
+def do_2(d: Data) -> Outcome:
+    traffic, _ = _do_mixed(d)
+    t = _by_size(traffic)
+    if 1518 not in t or 1522 not in t:
+        return _not_measured("mixed traffic at 1518 and 1522-byte frames (have: "
+                             + (", ".join(str(s) for s in sorted(t)) or "none") + ")")
+    shares = sorted(set(t[1518]) & set(t[1522]))
+    drops = {sh: 1 - t[1522][sh] / t[1518][sh] for sh in shares}
+    rises = all(all(t[a][sh] <= t[b][sh] * 1.01 for sh in shares if sh in t[a] and sh in t[b])
+                for a, b in zip(sorted(t), sorted(t)[1:], strict=False) if b <= 1518)
+    ok = rises and all(v > 0 for v in drops.values()) and (
+        len(shares) < 2 or drops[max(shares)] > drops[min(shares)])
+    txt = ", ".join(f"IPv6 {sh:.0%}: {v:.1%}" for sh, v in drops.items())
+    return _verdict(ok, f"rises to 1518 B: {'yes' if rises else 'no'}; drop 1518→1522 {txt}",
+                    LINUX_ROUTER)
+
+
+def do_3(d: Data) -> Outcome:
+    traffic, _ = _do_mixed(d)
+    t = {s: v for s, v in _by_size(traffic).items() if len(v) >= 2 and 0.0 in v}
+    if not t:
+        return _not_measured("mixed traffic including pure IPv4 at two or more shares")
+    ok = True
+    parts = []
+    for s, by in sorted(t.items()):
+        order = [by[k] for k in sorted(by)]
+        monotone = all(b <= a * 1.005 for a, b in itertools.pairwise(order))
+        strict = order[-1] < order[0] * (1 - 0.01)
+        ok = ok and monotone and strict
+        parts.append(f"{s} B: " + ", ".join(f"IPv6 {k:.0%} {_mbps(v)}"
+                                            for k, v in sorted(by.items())))
+    return _verdict(ok, "; ".join(parts) + " Mbit/s", LINUX_ROUTER)
+
+
+def do_4(d: Data) -> Outcome:
+    _, cpu = _do_mixed(d)
+    c = _by_size(cpu)
+    if not c:
+        return _not_measured("router CPU under mixed traffic")
+    parts = []
+    ok = True
+    share_sizes = [s for s in c if len(c[s]) >= 2]
+    for s in share_sizes:
+        rises = c[s][max(c[s])] > c[s][min(c[s])]
+        ok = ok and rises
+        parts.append(f"{s} B: CPU IPv6 {min(c[s]):.0%} {c[s][min(c[s])]:.1f} % → "
+                     f"{max(c[s]):.0%} {c[s][max(c[s])]:.1f} %")
+    v4 = {s: by[0.0] for s, by in c.items() if 0.0 in by}
+    if len(v4) >= 2:
+        small, large = min(v4), max(v4)
+        ok = ok and v4[small] > v4[large]
+        parts.append(f"pure IPv4 CPU {small} B {v4[small]:.1f} % vs {large} B {v4[large]:.1f} %")
+    else:
+        parts.append("not measured: IPv4 CPU at two or more frame sizes")
+    if not share_sizes and len(v4) < 2:
+        return _not_measured("CPU at two IPv6 shares or two frame sizes")
+    return _verdict(ok, "; ".join(parts), LINUX_ROUTER)
+
+
+def do_5(d: Data) -> Outcome:
+    traffic, _ = _do_mixed(d)
+    t = _by_size(traffic)
+    sizes = sorted(s for s in t if s is not None)
+    if len(sizes) < 2:
+        return _not_measured("traffic at two or more frame sizes")
+    from testbed.measure.ping import udp_data_size
+
+    pps: dict[int, float] = {}
+    for s in sizes:
+        vals = [v / (8.0 * udp_data_size(int(s), 4 if sh < 0.5 else 6)) for sh, v in t[s].items()]
+        pps[s] = statistics.fmean(vals)
+    falls = all(pps[b] < pps[a] for a, b in itertools.pairwise(sizes))
+    return _verdict(falls, "packets/s " + ", ".join(f"{s} B {pps[s]:.0f}" for s in sizes))
+
+
+def do_7(d: Data) -> Outcome:
+    uni_t, uni_c = _do_mixed(d)
+    bi_t, bi_c = _do_mixed(d, "bidir")
+    common = [k for k in bi_t if k in uni_t]
+    if not common:
+        return _not_measured("unidirectional and bidirectional mixed traffic at the same "
+                             "frame size and share")
+    ok = True
+    parts = []
+    for k in sorted(common):
+        size, share = k
+        per_dir = bi_t[k] / 2
+        half = per_dir / max(v for kk, v in uni_t.items() if kk[0] == size)
+        cpu_more = k in bi_c and k in uni_c and bi_c[k] > uni_c[k]
+        mixed = share is not None and 0 < share < 1
+        ok = ok and cpu_more and (not mixed or 0.35 <= half <= 0.65)
+        parts.append(f"{size} B IPv6 {share:.0%}: CPU bidir {bi_c.get(k, math.nan):.1f} vs "
+                     f"uni {uni_c.get(k, math.nan):.1f} %, per-direction traffic "
+                     f"{half:.0%} of the unidirectional maximum")
+    return _verdict(ok, "; ".join(parts), LINUX_ROUTER)
+
+
+def do_9(d: Data) -> Outcome:
+    rows = [r for r in d.select("receiver") if size_of(r) in (None, 1518)]
+
+    def short(r: TrialRow) -> bool:  # the sender fell behind its schedule: its gaps, not the path's
+        m = r.metrics
+        return "sender_pps" in m and m["sender_pps"] < 0.95 * m.get("offered_pps", 0.0)
+
+    slow = sorted({f"IPv{param(r, 'ip')} {param(r, 'rate')} "
+                   f"({r.metrics['sender_pps']:.0f} of {r.metrics['offered_pps']:.0f} pps)"
+                   for r in rows if short(r)})
+    ipd = d.means([r for r in rows if not short(r)], "ipd_mean_us",
+                  lambda r: (param(r, "rate"), int(param(r, "ip"))))
+    if not ipd:
+        if slow:
+            return Outcome("not measured", "", "not measured: the sender fell short of the "
+                           "offered rate in every trial: " + ", ".join(slow))
+        return _not_measured("receiver inter-packet delay of 1518-byte frames")
+    expect = {"10mbit": 1200.0, "95mbit": 120.0}
+    ok = True
+    parts = []
+    for rate, target in expect.items():
+        got = {ip: v for (r, ip), v in ipd.items() if str(r) == rate}
+        if not got:
+            parts.append(f"{rate} not measured")
+            continue
+        near = all(abs(v / target - 1) <= 0.10 for v in got.values())
+        same = len(got) < 2 or abs(_rel(got[4], got[6])) <= CLOSE
+        ok = ok and near and same
+        parts.append(f"{rate}: " + ", ".join(f"IPv{ip} {v:.0f} µs" for ip, v in sorted(got.items()))
+                     + f" (paper ~{target:.0f} µs)")
+    if all("not measured" in p for p in parts):
+        return _not_measured("inter-packet delay at 10 or 95 Mbit/s")
+    if slow:
+        parts.append("not judged, sender short: " + ", ".join(slow))
+    return _verdict(ok, "; ".join(parts), GENERATOR if slow else "")
+
+
+def _anova_resets(_: Data) -> Outcome:
+    return _not_measured("router reset (software vs hardware restart) times: no probe yet")
+
+
+# --- zeadally-2004 ---------------------------------------------------------------------------
+
+
+def _ze(d: Data, kind: str, protocol: str | None, metric: str) -> dict[tuple[Any, ...], float]:
+    rows = [r for r in d.select(kind) if protocol is None or param(r, "protocol") == protocol]
+    return d.means(rows, metric, lambda r: (int(param(r, "ip")), size_of(r)))
+
+
+def ze_1(d: Data) -> Outcome:
+    thr = _ze(d, "iperf3", "tcp", "receiver_bps")
+    if not thr:
+        return _not_measured("TCP throughput (iperf3)")
+    low = min(thr.values())
+    common = [s for ip, s in thr if ip == 4 and (6, s) in thr]
+    gap = statistics.fmean(thr[(4, s)] - thr[(6, s)] for s in common) if common else None
+    ok = low >= 88e6 and gap is not None and 0 <= gap <= 3e6
+    ev = (f"lowest TCP throughput {_mbps(low)} Mbit/s (≥ 88 accepted) at "
+          + ", ".join(f"IPv{ip} {s} B" for (ip, s), v in thr.items() if v == low))
+    ev += (f"; mean IPv4 − IPv6 {_mbps(gap)} Mbit/s (0–3 accepted)" if gap is not None
+           else "; IPv4 vs IPv6 not measured")
+    return _verdict(ok, ev)
+
+
+def ze_2(d: Data) -> Outcome:
+    thr = _ze(d, "iperf3", "udp", "receiver_bps")
+    common = sorted(s for ip, s in thr if ip == 4 and (6, s) in thr)
+    if not common:
+        return _not_measured("UDP throughput of IPv4 and IPv6 at equal sizes")
+    diffs = {s: _rel(thr[(6, s)], thr[(4, s)]) for s in common}
+    ok = all(abs(v) <= 0.10 for v in diffs.values())
+    small = common[0]
+    wire = -20 / (small + 8 + 40 + 38)  # 20 more header bytes a datagram, Ethernet 38 on the wire
+    return _verdict(ok, "IPv6/IPv4 − 1: " + ", ".join(f"{s} B {v:+.1%}" for s, v in diffs.items())
+                    + " (within 10 % accepted)",
+                    f"on a saturated link IPv6's 20 more header bytes alone cost {wire:+.1%} at "
+                    f"{small} B")
+
+
+def ze_3(d: Data) -> Outcome:
+    thr = _ze(d, "iperf3", "udp", "receiver_bps")
+    need = [(ip, s) for ip in (4, 6) for s in (128, 512)]
+    if not all(k in thr for k in need):
+        return _not_measured("UDP throughput of IPv4 and IPv6 at 128 and 512 B")
+    deficit = {s: 1 - thr[(6, s)] / thr[(4, s)] for s in (128, 512)}
+    arith = {s: (16 / s, 4 / s) for s in (128, 512)}
+    ok = deficit[128] > deficit[512]
+    return _verdict(ok, f"address bytes per message: 128 B {arith[128][0]:.1%} vs "
+                        f"{arith[128][1]:.1%}, 512 B {arith[512][0]:.1%} vs {arith[512][1]:.2%}; "
+                        f"measured IPv6 UDP throughput deficit {deficit[128]:.1%} at 128 B, "
+                        f"{deficit[512]:.1%} at 512 B (must shrink with size)")
+
+
+def _rtt(d: Data, protocol: str) -> dict[tuple[Any, ...], float]:
+    rtt = _ze(d, "pingpong", protocol, "rtt_median_us")
+    if not rtt:  # results stored before rtt_* existed: the round trip is twice owd
+        rtt = {k: 2 * v for k, v in _ze(d, "pingpong", protocol, "owd_median_us").items()}
+    return rtt
+
+
+def ze_4(d: Data) -> Outcome:
+    tcp, udp = _rtt(d, "tcp"), _rtt(d, "udp")
+    common = sorted(k for k in tcp if k in udp)
+    if not common:
+        return _not_measured("TCP and UDP round-trip latency at equal sizes")
+    diffs = [(k, _rel(tcp[k], udp[k])) for k in common]
+    close = sum(abs(v) <= 0.20 for _, v in diffs)
+    med = statistics.median(v for _, v in diffs)
+    return _verdict(close == len(diffs), f"TCP within 20 % of UDP RTT in "
+                                         f"{_frac(close, len(diffs))} cells; median TCP/UDP − 1 "
+                                         f"{med:+.1%}")
+
+
+def ze_5(d: Data) -> Outcome:
+    cells = []
+    for proto in ("tcp", "udp"):
+        rtt = _rtt(d, proto)
+        cells += [(proto, s, _rel(rtt[(6, s)], rtt[(4, s)])) for ip, s in rtt
+                  if ip == 4 and (6, s) in rtt]
+    if not cells:
+        return _not_measured("IPv4 and IPv6 round-trip latency at equal sizes")
+    not_higher = sum(v <= CLOSE for *_, v in cells)
+    med = statistics.median(v for *_, v in cells)
+    return _verdict(not_higher == len(cells),
+                    f"IPv6 RTT ≤ IPv4 (+{CLOSE:.0%}) in {_frac(not_higher, len(cells))} cells; "
+                    f"median IPv6/IPv4 − 1 {med:+.1%}")
+
+
+def _ze_stack(metric: str, more_is_v6: bool, label: str, paper: str) -> Callable[[Data], Outcome]:
+    def check(d: Data) -> Outcome:
+        v = d.means(d.select("stackcost"), metric, lambda r: (int(param(r, "ip")),))
+        if (4,) not in v or (6,) not in v:
+            return _not_measured(f"{label} for IPv4 and IPv6 (stackcost)")
+        a, b = v[(4,)], v[(6,)]
+        ok = b > a if more_is_v6 else b < a
+        return _verdict(ok, f"{label}: IPv4 {a:.1f}, IPv6 {b:.1f} ({_rel(b, a):+.1%}; "
+                            f"paper {paper})")
+    return check
+
+
+# --- registry --------------------------------------------------------------------------------
+
+CHECKS: dict[str, Callable[[Data], Outcome]] = {
+    "gm:1": gm_1, "gm:2": gm_2, "gm:3": gm_3, "gm:4": gm_4, "gm:5": gm_5, "gm:6": gm_6,
+    "gm:7": gm_7, "gm:8": gm_8, "gm:9": gm_9,
+    "qu:1": qu_1, "qu:2": qu_2, "qu:3": qu_3, "qu:4": qu_4, "qu:5": qu_5, "qu:6": qu_6,
+    "qu:7": qu_7, "qu:8": qu_8, "qu:9": qu_9, "qu:10": qu_10, "qu:11": _cross_os,
+    "go:1": go_1, "go:2": go_2, "go:3": go_3, "go:4": go_4, "go:5": go_5,
+    "go:6": _router_feature("a probe of the router's NAT and NPTv6 (later issue)"),
+    "go:7": _router_feature("a probe of the router's DHCP server/relay and DHCPv6 (later issue)"),
+    "go:8": _router_feature("a probe of the router's IPv4/IPv6 firewall rules (later issue)"),
+    "go:9": _router_feature("a probe of IPsec and of HTB/HFSC QoS on the router (later issue)"),
+    "go:10": go_10,
+    "do:1": do_1, "do:2": do_2, "do:3": do_3, "do:4": do_4, "do:5": do_5,
+    "do:6": _router_feature("an offered-load sweep per protocol to find the loss onset"),
+    "do:7": do_7,
+    "do:8": _anova_resets,
+    "do:9": do_9,
+    "do:10": _router_feature("an ICMP/ICMPv6 echo load on the router with its CPU"),
+    "do:11": _router_feature("router ACL profiles (1 vs 25 rules, one vs both interfaces)"),
+    "do:12": _router_feature("router ACL profiles under mixed traffic"),
+    "do:13": _router_feature("traffic with 4 and 20 IPv6 extension headers"),
+    "do:14": _router_feature("an MTU sweep with fragmenting traffic and router CPU"),
+    "do:15": _router_feature("router CPU against fragments per packet"),
+    "do:16": _router_feature("traffic with a Segment Routing header at 1000 and 5000 pps"),
+    "ze:1": ze_1, "ze:2": ze_2, "ze:3": ze_3, "ze:4": ze_4, "ze:5": ze_5,
+    "ze:6": _ze_stack("tcp_socket_create_us", True, "TCP socket creation µs", "+12 %"),
+    "ze:7": _ze_stack("tcp_connect_us", True, "TCP connect µs", "about +50 %"),
+    "ze:8": _ze_stack("connections_per_s", False, "connections/s", "450 → 426, −5 %"),
+    "ze:9": _cross_os,
+}
+
+
+def paper_of_experiment(experiment: str) -> str | None:
+    """The paper an experiment reproduces ("transition" -> "quintero-2016"), or None."""
+    return EXPERIMENTS.get(experiment)
+
+
+def claims_for(paper: str) -> list[tuple[str, str]]:
+    """[(claim id, text)] of a paper, in the order of claims.md."""
+    if paper not in CLAIMS:
+        raise ValueError(f"unknown paper {paper!r}: one of {', '.join(PAPERS)}")
+    return list(CLAIMS[paper])
+
+
+def evaluate(paper: str, trials: Sequence[TrialRow],
+             runs: Sequence[Mapping[str, Any]] = ()) -> list[ClaimResult]:
+    """Every claim of `paper`, in file order, judged on `trials` (failed ones are ignored)."""
+    d = Data(trials, runs)
+    out = []
+    for cid, text in claims_for(paper):
+        try:
+            o = CHECKS[cid](d)
+        except (ArithmeticError, KeyError, ValueError, TypeError) as exc:
+            o = Outcome("not measured", f"could not evaluate: {type(exc).__name__}: {exc}")
+        out.append(ClaimResult(cid, paper, text, o.status, o.evidence, o.reason))
+    return out
