@@ -144,7 +144,7 @@ def test_frame_loss_starts_at_line_rate_not_at_the_throughput(
 
 def test_pingpong_stores_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = {"owd": {"n": 3, "mean_us": 30.0, "min_us": 25.0, "max_us": 40.0, "median_us": 29.0,
-                   "p99_us": 39.0}, "lost": 0}
+                   "p99_us": 39.0}, "lost": 0, "busy_poll": False}
     monkeypatch.setattr(runners, "_pingpong_once", lambda *a, **k: dict(doc))
     tb = SimpleNamespace(address=lambda node, ip: "10.0.0.2")
     p = runners.validate_params("pingpong", {"size": 64, "overhead": False}, "x", "m")
