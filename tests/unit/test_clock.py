@@ -30,8 +30,10 @@ def test_experiment_clock_key() -> None:
 
 def test_shipped_delay_experiments_ask_for_the_virtual_clock() -> None:
     root = Path(__file__).resolve().parents[2] / "experiments"
-    for name in ("gamess-morales", "transition"):
-        assert load_experiment(root / f"{name}.toml").clock == "virtual", name
+    assert load_experiment(root / "transition.toml").clock == "virtual"
+    # gamess-morales mixes host-faithful throughput with delays: no file-wide clock; reproduce
+    # puts its delay measurements on the virtual clock (test_report_reproduce)
+    assert load_experiment(root / "gamess-morales.toml").clock is None
 
 
 def args(**kw: Any) -> argparse.Namespace:
