@@ -259,6 +259,14 @@ def clock_info() -> dict[str, Any]:
 UNRECORDED_CLOCK = "real(not recorded)"
 
 
+def clock_kind(doc: Any) -> str | None:
+    """'virtual' or 'real' from a stored clock document (`clock_info()`, in a trial's result or a
+    run's provenance), or from a plain string; None when nothing was recorded."""
+    if isinstance(doc, Mapping):
+        doc = doc.get("clock")
+    return str(doc) if isinstance(doc, str) and doc else None
+
+
 def clock_label(row: TrialRow) -> str:
     """The clock a stored trial was measured on: statistics never mix two of them."""
     clock = row.result.get("clock") if isinstance(row.result, dict) else None

@@ -76,20 +76,15 @@ def run_tier(prov: Mapping[str, Any]) -> str:
 
 
 def run_clock(prov: Mapping[str, Any]) -> str:
-    clock = prov.get("clock")
-    if isinstance(clock, Mapping):
-        clock = clock.get("clock") or clock.get("kind") or clock.get("name")
-    return str(clock) if clock else "real"
+    return results.clock_kind(prov.get("clock")) or "real"
 
 
 def trial_env(t: results.TrialRow, prov: Mapping[str, Any]) -> Env:
     """A trial's environment: its run's tier and clock, and the qdiscs in force when it ran."""
-    clock = t.result.get("clock") if isinstance(t.result, Mapping) else None
-    if isinstance(clock, Mapping):  # testbed.waiting.clock_info(): {"clock": "virtual", ...}
-        clock = clock.get("clock") or clock.get("kind") or clock.get("name")
+    clock = results.clock_kind(t.result.get("clock")) if isinstance(t.result, Mapping) else None
     kinds = _qdisc_kinds(t.qdiscs)
     shaping = "netem" if "netem" in kinds else "tbf" if "tbf" in kinds else "none"
-    return Env(run_tier(prov), str(clock) if clock else run_clock(prov), shaping)
+    return Env(run_tier(prov), clock or run_clock(prov), shaping)
 
 
 def load(db: Path, run_ids: Sequence[str] = (), experiments: Sequence[str] = ()) -> Dataset:

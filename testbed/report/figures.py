@@ -291,24 +291,22 @@ def _minmeanmax(ds: Dataset, trials: list[Any], mean_v: Value, min_v: Value, max
 
 def gometz_figures(ds: Dataset, experiment: str = "gometz-2015") -> list[Figure]:
     figs: list[Figure] = []
-    rfc = _sel(ds, experiment, kinds=["rfc2544"])
-    if rfc:
-        v = metric("throughput_bps", 1e-6)
-        figs.append(Figure(
-            "go-throughput-rfc2544", "gometz-2015",
-            "RFC 2544 zero-loss throughput per frame size, IPv4 beside IPv6",
-            "Ethernet frame (bytes)", "throughput (Mbit/s of IP payload)", "minmeanmax",
-            _minmeanmax(ds, rfc, v, v, v, "throughput_mbps"),
-            note="marker: mean over repetitions; bar: min to max"))
-    tcp = _sel(ds, experiment, kinds=["iperf3"])
-    if tcp:
-        v = metric("receiver_bps", 1e-6)
-        figs.append(Figure(
-            "go-throughput-tcp", "gometz-2015",
-            "iperf3 TCP throughput per frame size, IPv4 beside IPv6 (the paper's tool)",
-            "Ethernet frame (bytes)", "throughput (Mbit/s)", "minmeanmax",
-            _minmeanmax(ds, tcp, v, v, v, "tcp_mbps"),
-            note="marker: mean over repetitions; bar: min to max"))
+    throughput = (  # (kind, metric, figure id, title, y label, table column)
+        ("rfc2544", "throughput_bps", "go-throughput-rfc2544",
+         "RFC 2544 zero-loss throughput per frame size, IPv4 beside IPv6",
+         "throughput (Mbit/s of IP payload)", "throughput_mbps"),
+        ("iperf3", "receiver_bps", "go-throughput-tcp",
+         "iperf3 TCP throughput per frame size, IPv4 beside IPv6 (the paper's tool)",
+         "throughput (Mbit/s)", "tcp_mbps"),
+    )
+    for kind, name, fig_id, title, ylabel, column in throughput:
+        sel = _sel(ds, experiment, kinds=[kind])
+        if sel:
+            v = metric(name, 1e-6)
+            figs.append(Figure(
+                fig_id, "gometz-2015", title, "Ethernet frame (bytes)", ylabel, "minmeanmax",
+                _minmeanmax(ds, sel, v, v, v, column),
+                note="marker: mean over repetitions; bar: min to max"))
     lat = _sel(ds, experiment, kinds=["ping"])
     if lat:
         figs.append(Figure(
