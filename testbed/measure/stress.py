@@ -1,0 +1,383 @@
+"""Router stressors of dobrinov-2016 as plain functions over a TestbedLike: mixed IPv4/IPv6
+UDP streams (offered load, zero-loss maximum), ICMP echo load, fragment counting.
+
+Traffic comes from the project's own paced UDP probe (`udpprobe`, one sender and one receiver
+per IP version and direction) and from `ping`; the router's CPU from `routercpu.RouterCpu`.
+ACL rule sets live in `acl.py`, extension headers in `exthdr.py`, restarts in `reset.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from testbed import waiting
+from testbed.errors import DaemonError, SpecError
+from testbed.measure import ping, rfc2544, udpprobe
+from testbed.measure.routercpu import RouterCpu
+
+WIRE_EXTRA = 20  # preamble + SFD (8) and inter-frame gap (12) beyond a frame with its FCS
+MIN_FRAME = {4: 64, 6: 67}  # the paper's 64/67: the smallest frame carrying 1 UDP byte (IPv6)
+LINE_RATES = {"ethernet": 10e6, "fastethernet": 100e6, "gigabit": 1e9}
+
+
+def ratio_shares(ratio: str | None, ip: int = 4) -> list[tuple[int, float]]:
+    """[(ip version, share)] of "90/10" (IPv4 90 %, IPv6 10 %); no ratio: all on `ip`."""
+    if not ratio:
+        return [(ip, 1.0)]
+    try:
+        a, b = (float(x) for x in str(ratio).split("/"))
+    except ValueError:
+        raise SpecError("measurement", "ratio", f"cannot read {ratio!r}",
+                        "IPv4/IPv6 percentages such as 100/0, 90/10, 50/50") from None
+    total = a + b
+    if total <= 0 or a < 0 or b < 0:
+        raise SpecError("measurement", "ratio", f"{ratio!r} has no traffic",
+                        "IPv4/IPv6 percentages such as 100/0, 90/10, 50/50")
+    return [(v, s / total) for v, s in ((4, a), (6, b)) if s > 0]
+
+
+def frame_for(frame_size: int, ip: int) -> int:
+    """The frame sent for `frame_size` over IPv`ip`: at least the smallest that carries a byte
+    of UDP data (64 B for IPv4, 67 B for IPv6, the paper's "64/67")."""
+    return max(int(frame_size), MIN_FRAME[ip])
+
+
+def udp_data(frame_size: int, ip: int) -> int:
+    """UDP data bytes of a `frame_size`-byte Ethernet frame (frames above 1518 B are datagrams
+    that the IP layer fragments: the bytes beyond one frame's header are still data)."""
+    return ping.udp_data_size(frame_for(frame_size, ip), ip)
+
+
+def line_bps(value: Any) -> float:
+    """A line rate: a preset name (fastethernet) or a number of bit/s."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if str(value) in LINE_RATES:
+        return LINE_RATES[str(value)]
+    from testbed.models import parse_rate
+
+    try:
+        return parse_rate(str(value))
+    except ValueError as exc:
+        raise SpecError("measurement", "line_rate", str(exc), "fastethernet, ethernet, 100mbit"
+                        ) from None
+
+
+def pps_for_load(load: float, line: float, frame_size: int) -> float:
+    """Frames per second that fill `load` (0..1) of a `line` bit/s Ethernet with such frames."""
+    return load * line / (8.0 * (frame_size + WIRE_EXTRA))
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """One paced UDP flow: IP version, from and to which node, frames per second."""
+
+    ip: int
+    src: str
+    dst: str
+    pps: float
+
+
+def _wait_udp(tb: Any, node: str, port: int, proc: Any) -> None:
+    from testbed.measure.runners import wait_listening
+
+    wait_listening(tb, node, port, "udp", proc, what="udp receiver")
+
+
+def run_flows(tb: Any, ctx: Any, flows: Sequence[FlowSpec], frame_size: int, duration: float,
+              cpu: RouterCpu | None = None, idle_s: float = 0.5) -> dict[str, Any]:
+    """Run every flow at once for `duration` s; per flow what was offered, sent and received,
+    and the router's CPU over the sending time."""
+    recvs = []
+    try:
+        for f in flows:
+            port = ctx.port()
+            out = ctx.scratch / f"stress-{port}.json"
+            rx = tb.popen(f.dst, udpprobe.recv_argv(
+                ctx.python, host=tb.address(f.dst, f.ip), port=port, out=str(out),
+                idle_s=idle_s, max_wait_s=duration + 15), name="udpprobe-recv")
+            recvs.append((f, port, out, rx))
+        for f, port, _out, rx in recvs:
+            _wait_udp(tb, f.dst, port, rx)
+        if cpu is not None:
+            cpu.start()
+        senders = []
+        for f, port, _out, _rx in recvs:
+            argv = udpprobe.send_argv(ctx.python, host=tb.address(f.dst, f.ip), port=port,
+                                      size=udp_data(frame_size, f.ip), pps=f.pps,
+                                      duration_s=duration)
+            senders.append(tb.popen(f.src, argv, name="udpprobe-send", stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True))
+        sent_docs = []
+        for s in senders:
+            out_text, err = s.popen.communicate(
+                timeout=waiting.process_timeout(duration * 3 + 30))
+            if s.popen.returncode != 0:
+                raise DaemonError("udp sender", "?", f"exit {s.popen.returncode}", err)
+            sent_docs.append(json.loads(out_text))
+        cpu_doc = cpu.stop() if cpu is not None else None
+        got_docs = []
+        for (f, _port, out, rx), _sent in zip(recvs, sent_docs, strict=True):
+            rx.popen.wait(timeout=waiting.process_timeout(duration + 30))
+            if not out.exists():
+                raise DaemonError("udp receiver", f.dst, "ended without writing its count")
+            got_docs.append(json.loads(out.read_text()))
+            out.unlink()
+    finally:
+        for _f, _port, _out, rx in recvs:
+            rx.stop()
+    per = []
+    for (f, _p, _o, _r), sent, got in zip(recvs, sent_docs, got_docs, strict=True):
+        attempted = int(sent["attempted"])
+        received = min(int(got["received"]), attempted)
+        per.append({
+            "ip": f.ip, "src": f.src, "dst": f.dst, "offered_pps": f.pps,
+            "sender_pps": float(sent["achieved_pps"]), "attempted": attempted,
+            "received": received, "elapsed_s": float(sent["elapsed_s"]),
+            "udp_data": udp_data(frame_size, f.ip),
+        })
+    return {"flows": per, "cpu": cpu_doc, "frame_size": frame_size, "duration_s": duration}
+
+
+def stream_metrics(doc: Mapping[str, Any]) -> dict[str, float]:
+    """Totals of `run_flows`: offered/sent/received packets per second, loss, application
+    traffic (UDP data bit/s received), router CPU."""
+    flows = doc["flows"]
+    dur = float(doc["duration_s"])
+    attempted = sum(f["attempted"] for f in flows)
+    received = sum(f["received"] for f in flows)
+    out: dict[str, float] = {
+        "offered_pps": sum(f["offered_pps"] for f in flows),
+        "sender_pps": sum(f["sender_pps"] for f in flows),
+        "received_pps": received / dur,
+        "loss_percent": 100.0 * (attempted - received) / attempted if attempted else 0.0,
+        "received_bps": sum(f["received"] * f["udp_data"] * 8.0 for f in flows) / dur,
+        "attempted": float(attempted),
+        "received": float(received),
+    }
+    for v in (4, 6):
+        fv = [f for f in flows if f["ip"] == v]
+        if fv:
+            att = sum(f["attempted"] for f in fv)
+            out[f"v{v}_received_bps"] = sum(f["received"] * f["udp_data"] * 8.0 for f in fv) / dur
+            out[f"v{v}_loss_percent"] = (100.0 * (att - sum(f["received"] for f in fv)) / att
+                                         if att else 0.0)
+    cpu = doc.get("cpu")
+    if cpu:
+        out["router_cpu_pct"] = float(cpu["router_cpu_pct"])
+        out["hosts_napi_cpu_pct"] = float(cpu["hosts_napi_cpu_pct"])
+        if received:
+            out["router_ns_per_packet"] = float(cpu["router_ns"]) / received
+    return out
+
+
+def mix_flows(ratio: str | None, ip: int, total_pps: float, direction: str,
+              client: str, server: str) -> list[FlowSpec]:
+    """The flows of a mix: `total_pps` split by the ratio, per direction (bidir: each
+    direction carries `total_pps`, as the paper's "same amount in both directions")."""
+    ends = [(client, server)] + ([(server, client)] if direction == "bidir" else [])
+    return [FlowSpec(v, a, b, total_pps * share) for a, b in ends
+            for v, share in ratio_shares(ratio, ip)]
+
+
+def offered_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+                                                                   dict[str, Any]]:
+    """One point of an offered-load sweep: `load` of `line_rate` in `frame_size` frames."""
+    frame = int(p["frame_size"])
+    line = line_bps(p["line_rate"])
+    if p.get("pps") is not None:
+        pps = float(p["pps"])
+    else:
+        pps = pps_for_load(float(p["load"]), line, frame)
+    flows = mix_flows(p.get("ratio"), int(p["ip"]), pps, str(p["direction"]), p["client"],
+                      p["server"])
+    with RouterCpu(tb) as cpu:
+        doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu)
+    m = stream_metrics(doc)
+    m["offered_load"] = float(p["load"]) if p.get("pps") is None else pps * 8.0 * (
+        frame + WIRE_EXTRA) / line
+    m["offered_bps_wire"] = pps * 8.0 * (frame + WIRE_EXTRA) * (2 if p["direction"] == "bidir"
+                                                                else 1)
+    return m, {"stream": doc, "line_bps": line}
+
+
+def max_traffic(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+                                                                  dict[str, Any]]:
+    """Zero-loss search (RFC 2544 style) over the total frame rate of a mix; the router's CPU
+    and packets per second at the highest rate that lost nothing."""
+    frame = int(p["frame_size"])
+    line = line_bps(p["line_rate"])
+    top = pps_for_load(1.0, line, frame)
+    duration = float(p["duration"])
+    docs: dict[float, dict[str, Any]] = {}
+    with RouterCpu(tb) as cpu:
+
+        def trial(rate: float) -> rfc2544.TrialOutcome:
+            flows = mix_flows(p.get("ratio"), int(p["ip"]), rate, str(p["direction"]),
+                              p["client"], p["server"])
+            doc = run_flows(tb, ctx, flows, frame, duration, cpu)
+            sent = sum(f["attempted"] for f in doc["flows"])
+            got = sum(f["received"] for f in doc["flows"])
+            achieved = sum(f["sender_pps"] for f in doc["flows"]) / max(1, len(
+                {f["src"] for f in doc["flows"]}))
+            docs[achieved] = doc
+            return rfc2544.TrialOutcome(offered=rate, achieved=achieved, sent=sent,
+                                        received=got, duration_s=duration)
+
+        res = rfc2544.throughput_search(trial, max_rate=top, resolution=float(p["resolution"])
+                                        * top, max_trials=int(p["max_trials"]))
+    metrics: dict[str, float] = {"line_pps": top, "search_trials": float(len(res.trials)),
+                                 "generator_limited": 1.0 if res.limited_by == "generator"
+                                 else 0.0}
+    best_doc = None
+    if res.throughput is not None:
+        best_doc = docs.get(res.throughput)
+        metrics["max_pps"] = res.throughput
+        if best_doc is not None:
+            sm = stream_metrics(best_doc)
+            metrics["max_received_bps"] = sm["received_bps"]
+            metrics["received_pps"] = sm["received_pps"]
+            for k in ("router_cpu_pct", "router_ns_per_packet", "v4_received_bps",
+                      "v6_received_bps"):
+                if k in sm:
+                    metrics[k] = sm[k]
+    return metrics, {"search": res.to_dict(), "best": best_doc, "line_bps": line}
+
+
+# --- ICMP echo load on the router ----------------------------------------------------------
+
+
+def icmp_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+                                                               dict[str, Any]]:
+    """Echo requests from `client` to the router `target` at `pps` with `size` data bytes."""
+    ip = int(p["ip"])
+    pps = float(p["pps"])
+    duration = float(p["duration"])
+    count = max(1, round(pps * duration))
+    target = str(p["target"])
+    dst = tb.address(target, ip, p["client"])
+    argv = ping.ping_argv(dst, ip=ip, size=int(p["size"]), count=count, interval_s=1.0 / pps)
+    argv[1:1] = ["-q"]  # summary only: 4000 replies a second need no per-line output
+    with RouterCpu(tb, routers=[target]) as cpu:
+        cpu.start()
+        proc = tb.run(p["client"], argv, check=False,
+                      timeout=waiting.process_timeout(duration * 3 + 30))
+        doc = cpu.stop()
+    r = ping.parse_ping(proc.stdout)
+    if r.transmitted == 0:
+        raise DaemonError("ping", p["client"], "sent nothing", proc.stderr or proc.stdout)
+    elapsed = float(doc["seconds"])
+    m = {"router_cpu_pct": float(doc["router_cpu_pct"]),
+         "loss_percent": r.loss_percent,
+         "echo_pps": r.transmitted / elapsed if elapsed > 0 else 0.0,
+         "icmp_data": float(p["size"])}
+    if r.received:
+        m["router_ns_per_echo"] = float(doc["router_ns"]) / r.received
+    return m, {"argv": argv, "cpu": doc, "ping": r.to_dict()}
+
+
+# --- fragmentation (IPv4, topology B) ------------------------------------------------------
+
+
+def link_counters(tb: Any, node: str) -> dict[str, dict[str, int]]:
+    """{ifname: {"rx_packets", "tx_packets"}} of `node` (`ip -j -s link`)."""
+    out = json.loads(tb.run(node, ["ip", "-j", "-s", "link", "show"]).stdout or "[]")
+    return {str(i["ifname"]): {"rx_packets": int(i["stats64"]["rx"]["packets"]),
+                               "tx_packets": int(i["stats64"]["tx"]["packets"])}
+            for i in out if "stats64" in i}
+
+
+def snmp_ip(tb: Any, node: str) -> dict[str, int]:
+    """The `Ip:` counters of /proc/net/snmp in `node` (FragCreates, FragOKs, ForwDatagrams)."""
+    text = tb.run(node, ["cat", "/proc/net/snmp"]).stdout
+    lines = [ln.split() for ln in text.splitlines() if ln.startswith("Ip:")]
+    if len(lines) < 2:
+        raise DaemonError("cat /proc/net/snmp", node, "no Ip: counters")
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=False)}
+
+
+def iface_towards(tb: Any, node: str, peer: str) -> str:
+    """The interface of `node` on its link to `peer`."""
+    for i in tb.interfaces(node):
+        if i.peer_node == peer:
+            return str(i.name)
+    raise SpecError("topology", f"links ({node}-{peer})", f"{node} has no link to {peer}",
+                    "a topology with that link (two-routers-v4 has r1-r2)")
+
+
+def expected_fragments(ip_payload: int, mtu: int) -> int:
+    """Fragments an IPv4 router makes of a datagram of `ip_payload` bytes (after its 20-byte
+    header) for a link of `mtu`: each fragment carries a multiple of 8 bytes but the last."""
+    per = (mtu - 20) // 8 * 8
+    if per <= 0:
+        raise ValueError(f"an MTU of {mtu} carries no IPv4 fragment data")
+    return max(1, math.ceil(ip_payload / per))
+
+
+def set_mtu(tb: Any, a: str, b: str, mtu: int) -> list[tuple[str, str, int]]:
+    """Set the MTU of both ends of the a-b link; returns what to restore."""
+    saved = []
+    for node, peer in ((a, b), (b, a)):
+        ifname = iface_towards(tb, node, peer)
+        cur = json.loads(tb.run(node, ["ip", "-j", "link", "show", "dev", ifname]).stdout)[0]
+        saved.append((node, ifname, int(cur["mtu"])))
+        tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(mtu)])
+    return saved
+
+
+def check_core_mtu(tb: Any, a: str, b: str, mtu: int, file: str, key: str) -> None:
+    """A link below 1280 cannot carry IPv6: refuse it on a dual-stack topology, saying so."""
+    nodes = {n.name: n for n in tb.topology.nodes}
+    if mtu < 1280 and all(6 in nodes[x].families for x in (a, b)):
+        raise SpecError(file, key, f"MTU {mtu} on {a}-{b}, a link that carries IPv6, which "
+                        "needs at least 1280 (RFC 8200)",
+                        "an IPv4-only topology for MTUs below 1280: topology = "
+                        "\"two-routers-v4\" (dobrinov-2016 topology B, IPv4 only)")
+    if mtu < 68:
+        raise SpecError(file, key, f"MTU {mtu} is below IPv4's minimum of 68 (RFC 791)",
+                        "68 to 65535")
+
+
+def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+                                                                   dict[str, Any]]:
+    """IPv4 datagrams of `frame_size` at `pps` through r1, whose link to r2 has `core_mtu`:
+    fragments per datagram on that link (r2's receive counter and r1's FragCreates), fragments
+    per second, and r1's CPU."""
+    a, b = str(p["router"]), str(p["next_hop"])
+    mtu = int(p["core_mtu"])
+    check_core_mtu(tb, a, b, mtu, "measurement", "core_mtu")
+    frame = int(p["frame_size"])
+    payload = udp_data(frame, 4) + ping.UDP_HEADER
+    saved = set_mtu(tb, a, b, mtu)
+    try:
+        in_b = iface_towards(tb, b, a)
+        with RouterCpu(tb, routers=[a]) as cpu:
+            c0, s0 = link_counters(tb, b)[in_b], snmp_ip(tb, a)
+            flows = [FlowSpec(4, p["client"], p["server"], float(p["pps"]))]
+            doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu)
+            c1, s1 = link_counters(tb, b)[in_b], snmp_ip(tb, a)
+    finally:
+        for node, ifname, old in saved:
+            tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
+    sm = stream_metrics(doc)
+    sent = sum(f["attempted"] for f in doc["flows"])
+    on_link = c1["rx_packets"] - c0["rx_packets"]
+    creates = s1.get("FragCreates", 0) - s0.get("FragCreates", 0)
+    oks = s1.get("FragOKs", 0) - s0.get("FragOKs", 0)
+    dur = float(p["duration"])
+    m = {**sm,
+         "core_mtu": float(mtu),
+         "ip_payload": float(payload),
+         "expected_fragments_per_datagram": float(expected_fragments(payload, mtu)),
+         "link_packets_per_datagram": on_link / sent if sent else 0.0,
+         "fragments_per_datagram": creates / oks if oks else 1.0,
+         "fragmented_datagrams": float(oks),
+         "fragments_per_s": creates / dur,
+         "router_pps_out": on_link / dur}
+    return m, {"stream": doc, "link_rx_packets": on_link, "frag_creates": creates,
+               "frag_oks": oks, "router": a, "link": f"{a}-{b}"}
