@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testbed.errors import SpecError
@@ -20,17 +20,18 @@ from testbed.measure.kinds.base import (
 )
 
 __all__ = ["KINDS", "Context", "Kind", "Measured", "Metric", "Param", "TestbedLike",
-           "UndeclaredMetric", "check_value", "get", "measure", "units_of", "validate",
+           "UndeclaredMetric", "check_value", "discover", "get", "measure", "units_of", "validate",
            "validate_params"]
 
 
-def _discover() -> dict[str, Kind]:
-    """Import each module of this package and take its `KIND` (its module name is its name)."""
+def discover(path: Sequence[str], package: str) -> dict[str, Kind]:
+    """Import each module of a package (but base and _private ones) and take its `KIND`,
+    whose name must be the module's name."""
     found: dict[str, Kind] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
         if info.name == "base" or info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        module = importlib.import_module(f"{package}.{info.name}")
         kind = getattr(module, "KIND", None)
         if not isinstance(kind, Kind):
             raise TypeError(f"{module.__name__} has no KIND = Kind(...)")
@@ -40,7 +41,7 @@ def _discover() -> dict[str, Kind]:
     return found
 
 
-KINDS: dict[str, Kind] = _discover()
+KINDS: dict[str, Kind] = discover(__path__, __name__)
 
 
 def get(name: str, file: str = "measurement", key: str = "kind") -> Kind:
