@@ -81,6 +81,18 @@ def build(variant: str, src: str, dst: str, router: str, data: int, port: int = 
                      + ", ".join(VARIANTS))
 
 
+def data_for_frame(variant: str, frame_size: int) -> int:
+    """UDP data bytes that make the variant's packet an Ethernet frame of `frame_size` bytes
+    (header and FCS included; the paper used 1280-byte frames to leave room for the headers)."""
+    addr = "2001:db8::1"
+    empty = len(bytes(build(variant, addr, addr, addr, 0)))
+    data = frame_size - 18 - empty
+    if data < 0:
+        raise ValueError(f"a {frame_size}-byte frame cannot hold the {variant} headers "
+                         f"({empty + 18} bytes without data)")
+    return data
+
+
 def chain_of(pkt: Any) -> tuple[str, ...]:
     """Names of the layers between the IPv6 header and the upper-layer header of `pkt`."""
     names = []

@@ -127,8 +127,8 @@ def outage_once(tb: Any, ctx: Any, p: Mapping[str, Any]) -> dict[str, Any]:
     timeout = float(p["timeout"])
     pre = float(p["pre_s"])
     port = ctx.port()
-    out = ctx.scratch / f"reset-{port}.json"
-    from testbed.measure.runners import wait_listening
+    out = ctx.folder(tb) / f"reset-{port}.json"
+    from testbed.measure.kinds.base import wait_listening
 
     rx = tb.popen(p["server"], udpprobe.recv_argv(
         ctx.python, host=tb.address(p["server"], ip), port=port, out=str(out), idle_s=timeout,
@@ -167,7 +167,7 @@ def outage_once(tb: Any, ctx: Any, p: Mapping[str, Any]) -> dict[str, Any]:
             "attempted": sent["attempted"]}
 
 
-def outages(tb: Any, ctx: Any, p: Mapping[str, Any]) -> tuple[dict[str, float],
+def outages(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                              dict[str, Any]]:
     """`count` restarts by `method`; the outages (ms) and their mean."""
     runs = [outage_once(tb, ctx, p) for _ in range(int(p["count"]))]

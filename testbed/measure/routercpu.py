@@ -197,14 +197,3 @@ class RouterCpu:
             "threads": per,
             "unit": "% of one CPU",
         }
-
-
-def router_metrics(doc: dict[str, Any] | None, packets: float | None = None) -> dict[str, float]:
-    """Flat metrics of a RouterCpu.stop() document (and ns per packet when `packets` given)."""
-    if doc is None:
-        return {}
-    out = {"router_cpu_pct": float(doc["router_cpu_pct"]),
-           "hosts_napi_cpu_pct": float(doc["hosts_napi_cpu_pct"])}
-    if packets:
-        out["router_ns_per_packet"] = float(doc["router_ns"]) / packets
-    return out

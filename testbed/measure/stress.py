@@ -84,7 +84,7 @@ class FlowSpec:
 
 
 def _wait_udp(tb: Any, node: str, port: int, proc: Any) -> None:
-    from testbed.measure.runners import wait_listening
+    from testbed.measure.kinds.base import wait_listening
 
     wait_listening(tb, node, port, "udp", proc, what="udp receiver")
 
@@ -97,7 +97,7 @@ def run_flows(tb: Any, ctx: Any, flows: Sequence[FlowSpec], frame_size: int, dur
     try:
         for f in flows:
             port = ctx.port()
-            out = ctx.scratch / f"stress-{port}.json"
+            out = ctx.folder(tb) / f"stress-{port}.json"
             rx = tb.popen(f.dst, udpprobe.recv_argv(
                 ctx.python, host=tb.address(f.dst, f.ip), port=port, out=str(out),
                 idle_s=idle_s, max_wait_s=duration + 15), name="udpprobe-recv")
@@ -172,7 +172,7 @@ def stream_metrics(doc: Mapping[str, Any]) -> dict[str, float]:
         out["router_cpu_pct"] = float(cpu["router_cpu_pct"])
         out["hosts_napi_cpu_pct"] = float(cpu["hosts_napi_cpu_pct"])
         if received:
-            out["router_ns_per_packet"] = float(cpu["router_ns"]) / received
+            out["router_us_per_packet"] = float(cpu["router_ns"]) / 1000.0 / received
     return out
 
 
@@ -242,7 +242,7 @@ def max_traffic(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, floa
             sm = stream_metrics(best_doc)
             metrics["max_received_bps"] = sm["received_bps"]
             metrics["received_pps"] = sm["received_pps"]
-            for k in ("router_cpu_pct", "router_ns_per_packet", "v4_received_bps",
+            for k in ("router_cpu_pct", "router_us_per_packet", "v4_received_bps",
                       "v6_received_bps"):
                 if k in sm:
                     metrics[k] = sm[k]
@@ -277,7 +277,7 @@ def icmp_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float]
          "echo_pps": r.transmitted / elapsed if elapsed > 0 else 0.0,
          "icmp_data": float(p["size"])}
     if r.received:
-        m["router_ns_per_echo"] = float(doc["router_ns"]) / r.received
+        m["router_us_per_echo"] = float(doc["router_ns"]) / 1000.0 / r.received
     return m, {"argv": argv, "cpu": doc, "ping": r.to_dict()}
 
 

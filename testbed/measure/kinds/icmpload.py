@@ -1,0 +1,40 @@
+"""Measurement kind `icmpload`: echo requests to the router itself at a set rate and size;
+the router's CPU answering them (ICMPv4 vs ICMPv6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from testbed.measure import stress
+from testbed.measure.kinds._stress import ROUTER_METRICS
+from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
+
+
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+    metrics, doc = stress.icmp_load(tb, p, ctx)
+    return Measured(metrics, doc)
+
+
+KIND = Kind(
+    name="icmpload",
+    doc="ICMP echo load on the router: its CPU per rate and size, ICMPv4 vs ICMPv6",
+    tool="`ping -q -i 1/pps` (iputils)",
+    params=(
+        Param("client", "node", "h2", "the node that sends the echo requests"),
+        Param("target", "node", "r1", "the router they are addressed to"),
+        Param("ip", "ip", 4, "ICMPv4 or ICMPv6", choices=(4, 6)),
+        Param("pps", "number", 1000, "echo requests per second", max=100_000.0),
+        Param("size", "size", 100, "ICMP data bytes (ping -s)"),
+        Param("duration", "number", 2, "seconds", max=3600.0),
+    ),
+    metrics=(
+        Metric("echo_pps", "pkt/s", "echo requests sent per second"),
+        Metric("loss_percent", "%", "requests without a reply"),
+        Metric("icmp_data", "B", "ICMP data bytes"),
+        Metric("router_us_per_echo", "us", "router run time per answered request"),
+        *ROUTER_METRICS,
+    ),
+    runner=run,
+    programs=("ping",),
+)
