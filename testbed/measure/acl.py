@@ -38,12 +38,13 @@ def ruleset(rules: int, apply: str, in_if: str, out_if: str, dst: Mapping[int, s
                                        ("out", "postrouting", "oifname", out_if)):
         if apply not in (where, "both"):
             continue
-        lines.append(f"  chain {where} {{ type filter hook {hook} priority 0; policy accept;")
-        lines.append(f'    {match} "{ifname}" meta nfproto ipv4 jump {where}4')
-        lines.append(f'    {match} "{ifname}" meta nfproto ipv6 jump {where}6')
+        lines.append(f"  chain acl_{where} {{ type filter hook {hook} priority 0; "
+                     "policy accept;")
+        lines.append(f'    {match} "{ifname}" meta nfproto ipv4 jump acl_{where}4')
+        lines.append(f'    {match} "{ifname}" meta nfproto ipv6 jump acl_{where}6')
         lines.append("  }")
         for v, fam, deny in ((4, "ip", DENY4), (6, "ip6", DENY6)):
-            lines.append(f"  chain {where}{v} {{")
+            lines.append(f"  chain acl_{where}{v} {{")
             for n in range(1, rules):
                 lines.append(f"    counter {fam} daddr {deny.format(n=n)} drop")
             if v in dst:

@@ -8,6 +8,7 @@ router as the next hop with one segment left: Linux drops it, RFC 5095); `srh` (
 Routing header, type 4, RFC 8754: the router is the active segment and forwards to the final
 one — today's equivalent; the router needs `seg6_enabled`, which `Seg6Scope` sets per trial).
 
+`echo4`/`echo6` are ICMP echo requests to the router itself (its ICMP load test).
 The sender runs inside a node as `python -m testbed.measure.exthdr send ...`: scapy builds the
 packet once, a raw IPv6 socket (IPPROTO_RAW: the header is the packet's own) sends it paced.
 `capture_chain` reads a pcap with scapy and names each packet's header chain.
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 VARIANTS = ("none", "hbh", "four", "dest20", "rh0", "srh")
+ECHO = ("echo4", "echo6")  # ICMP echo requests to the router itself (the ICMP load test)
 # The header chain (scapy layer names between IPv6 and UDP) each variant must show on the wire
 # beyond the router; rh0 never gets there.
 EXPECTED: dict[str, tuple[str, ...]] = {
@@ -54,6 +56,16 @@ def build(variant: str, src: str, dst: str, router: str, data: int, port: int = 
     from scapy.packet import Raw
 
     udp = UDP(sport=port, dport=port) / Raw(b"\x5a" * data)
+    if variant == "echo4":
+        from scapy.layers.inet import ICMP, IP
+
+        return IP(src=src, dst=router, ttl=64) / ICMP(type=8, id=port, seq=1) / Raw(
+            b"\x5a" * data)
+    if variant == "echo6":
+        from scapy.layers.inet6 import ICMPv6EchoRequest
+
+        return IPv6(src=src, dst=router, hlim=64) / ICMPv6EchoRequest(
+            id=port, seq=1, data=b"\x5a" * data)
     if variant == "none":
         return IPv6(src=src, dst=dst, hlim=64) / udp
     if variant == "hbh":
@@ -77,8 +89,8 @@ def build(variant: str, src: str, dst: str, router: str, data: int, port: int = 
         # segment list in reverse order: [final destination, router]; the router is active
         return IPv6(src=src, dst=router, hlim=64) / IPv6ExtHdrSegmentRouting(
             addresses=[dst, router], segleft=1, lastentry=1) / udp
-    raise ValueError(f"unknown extension-header variant {variant!r}: one of "
-                     + ", ".join(VARIANTS))
+    raise ValueError(f"unknown packet variant {variant!r}: one of "
+                     + ", ".join(VARIANTS + ECHO))
 
 
 def data_for_frame(variant: str, frame_size: int) -> int:
@@ -136,15 +148,16 @@ def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
     """Send round(pps * duration) copies of the variant's packet, paced, from a raw socket."""
     pkt = build(variant, src, dst, router, data)
     raw = bytes(pkt)
-    first_hop = router if variant in ("rh0", "srh") else dst
-    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    first_hop = router if variant in ("rh0", "srh", *ECHO) else dst
+    family = socket.AF_INET if variant == "echo4" else socket.AF_INET6
+    s = socket.socket(family, socket.SOCK_RAW, socket.IPPROTO_RAW)
     total = max(1, round(pps * duration_s))
     errors = 0
     t0 = time.perf_counter()
     for i in range(total):
         due = t0 + i / pps
         wait = due - time.perf_counter()
-        if wait > 0:
+        if wait > 0:  # on schedule: a late wake-up sends the next ones at once, never spins
             time.sleep(wait)
         try:
             s.sendto(raw, (first_hop, 0))
@@ -168,7 +181,7 @@ def send_argv(python: str, *, variant: str, src: str, dst: str, router: str, dat
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m testbed.measure.exthdr")
     p.add_argument("role", choices=("send", "chain"))
-    p.add_argument("--variant", choices=VARIANTS, default="hbh")
+    p.add_argument("--variant", choices=VARIANTS + ECHO, default="hbh")
     p.add_argument("--src", default="")
     p.add_argument("--dst", default="")
     p.add_argument("--router", default="")

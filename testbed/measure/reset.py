@@ -99,6 +99,17 @@ def restart_namespace(tb: Any, node: str) -> None:
     if handle is not None:
         handle.close()
     remove_namespace(ns)
+    # the kernel destroys a removed namespace's devices (and their veth peers) asynchronously
+    peers = [(n, i) for n, i in _affected(plan, node) if n != ns]
+    by_ns = {v: k for k, v in plan.namespaces.items()}
+
+    def gone() -> bool:
+        return all(tb.run(by_ns[n], ["ip", "link", "show", "dev", i], check=False).returncode
+                   != 0 for n, i in peers)
+
+    if not waiting.wait_for(gone, 10.0):
+        raise DaemonError("reset", node, "the peers' interfaces of the removed namespace "
+                          "still exist after 10 s", ", ".join(f"{n}/{i}" for n, i in peers))
     try:
         for a in actions:
             tb._apply(a)

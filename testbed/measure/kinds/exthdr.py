@@ -65,7 +65,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
                                check=False)
         if p["rule"]:
             rules = folder / f"exthdr-{router}.nft"
-            rules.write_text(f"table inet {RULE_TABLE} {{\n  chain fwd {{ type filter hook "
+            rules.write_text(f"table inet {RULE_TABLE} {{\n  chain upper {{ type filter hook "
                              "forward priority 0; policy accept;\n    meta l4proto udp counter "
                              "accept\n  }\n}\n")
             tb.run(router, ["nft", "-f", str(rules)])

@@ -19,7 +19,8 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
 KIND = Kind(
     name="icmpload",
     doc="ICMP echo load on the router: its CPU per rate and size, ICMPv4 vs ICMPv6",
-    tool="`ping -q -i 1/pps` (iputils)",
+    tool="scapy-built echo requests paced from a raw socket (`python -m testbed.measure.exthdr`"
+         "); the router's ICMP counters",
     params=(
         Param("client", "node", "h2", "the node that sends the echo requests"),
         Param("target", "node", "r1", "the router they are addressed to"),
@@ -29,12 +30,12 @@ KIND = Kind(
         Param("duration", "number", 2, "seconds", max=3600.0),
     ),
     metrics=(
-        Metric("echo_pps", "pkt/s", "echo requests sent per second"),
-        Metric("loss_percent", "%", "requests without a reply"),
+        Metric("echo_pps", "pkt/s", "echo requests the router received per second"),
+        Metric("reply_pps", "pkt/s", "echo replies the router sent per second"),
+        Metric("loss_percent", "%", "requests the router did not answer"),
         Metric("icmp_data", "B", "ICMP data bytes"),
         Metric("router_us_per_echo", "us", "router run time per answered request"),
         *ROUTER_METRICS,
     ),
     runner=run,
-    programs=("ping",),
 )
