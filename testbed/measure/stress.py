@@ -310,7 +310,8 @@ def link_counters(tb: Any, node: str) -> dict[str, dict[str, int]]:
     """{ifname: {"rx_packets", "tx_packets"}} of `node` (`ip -j -s link`)."""
     out = json.loads(tb.run(node, ["ip", "-j", "-s", "link", "show"]).stdout or "[]")
     return {str(i["ifname"]): {"rx_packets": int(i["stats64"]["rx"]["packets"]),
-                               "tx_packets": int(i["stats64"]["tx"]["packets"])}
+                               "tx_packets": int(i["stats64"]["tx"]["packets"]),
+                               "tx_dropped": int(i["stats64"]["tx"].get("dropped", 0))}
             for i in out if "stats64" in i}
 
 
@@ -383,12 +384,12 @@ def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, fl
     tb.run(client, ["sysctl", "-q", "-w", "net.ipv4.ip_no_pmtu_disc=1"])
     tb.run(client, ["ip", "-4", "route", "flush", "cache"], check=False)
     try:
-        in_b = iface_towards(tb, b, a)
+        in_b, out_a = iface_towards(tb, b, a), iface_towards(tb, a, b)
         with RouterCpu(tb, routers=[a]) as cpu:
-            c0, s0 = link_counters(tb, b)[in_b], snmp_ip(tb, a)
+            c0, s0, e0 = link_counters(tb, b)[in_b], snmp_ip(tb, a), link_counters(tb, a)[out_a]
             flows = [FlowSpec(4, p["client"], p["server"], float(p["pps"]))]
             doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu)
-            c1, s1 = link_counters(tb, b)[in_b], snmp_ip(tb, a)
+            c1, s1, e1 = link_counters(tb, b)[in_b], snmp_ip(tb, a), link_counters(tb, a)[out_a]
     finally:
         for node, ifname, old in saved:
             tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
@@ -397,6 +398,7 @@ def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, fl
     sm = stream_metrics(doc)
     sent = sum(f["attempted"] for f in doc["flows"])
     on_link = c1["rx_packets"] - c0["rx_packets"]
+    emitted = (e1["tx_packets"] + e1["tx_dropped"]) - (e0["tx_packets"] + e0["tx_dropped"])
     creates = s1.get("FragCreates", 0) - s0.get("FragCreates", 0)
     oks = s1.get("FragOKs", 0) - s0.get("FragOKs", 0)
     dur = max([float(p["duration"])] + [float(f["elapsed_s"]) for f in doc["flows"]])
@@ -405,9 +407,11 @@ def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, fl
          "ip_payload": float(payload),
          "expected_fragments_per_datagram": float(expected_fragments(payload, mtu)),
          "link_packets_per_datagram": on_link / sent if sent else 0.0,
+         "emitted_per_datagram": emitted / sent if sent else 0.0,
          "fragments_per_datagram": creates / oks if oks else 1.0,
          "fragmented_datagrams": float(oks),
          "fragments_per_s": creates / dur,
          "router_pps_out": on_link / dur}
-    return m, {"stream": doc, "link_rx_packets": on_link, "frag_creates": creates,
+    return m, {"stream": doc, "link_rx_packets": on_link, "emitted": emitted,
+               "frag_creates": creates,
                "frag_oks": oks, "router": a, "link": f"{a}-{b}"}

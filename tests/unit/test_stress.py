@@ -167,13 +167,13 @@ def test_reset_node_actions_cover_the_router_and_its_links() -> None:
 def test_stress_kind_parameters_are_checked() -> None:
     p = validate_params("load", {"ratio": "50/50", "frame_size": 64}, "f.toml", "m")
     assert p["load"] == 0.5 and p["line_rate"] == "fastethernet"
-    with pytest.raises(SpecError, match="m.frame_size"):
+    with pytest.raises(SpecError, match=r"m\.frame_size"):
         validate_params("load", {"frame_size": 60}, "f.toml", "m")
-    with pytest.raises(SpecError, match="m.core_mtu"):
+    with pytest.raises(SpecError, match=r"m\.core_mtu"):
         validate_params("fragment", {"core_mtu": 60}, "f.toml", "m")
-    with pytest.raises(SpecError, match="m.variant"):
+    with pytest.raises(SpecError, match=r"m\.variant"):
         validate_params("exthdr", {"variant": "rh2"}, "f.toml", "m")
-    with pytest.raises(SpecError, match="m.acl"):
+    with pytest.raises(SpecError, match=r"m\.acl"):
         validate_params("acl", {"acl": False, "rules": 25}, "f.toml", "m")
-    with pytest.raises(SpecError, match="m.method"):
+    with pytest.raises(SpecError, match=r"m\.method"):
         validate_params("reset", {"method": "reboot"}, "f.toml", "m")

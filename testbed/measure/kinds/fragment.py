@@ -60,6 +60,8 @@ KIND = Kind(
                "predicts"),
         Metric("link_packets_per_datagram", "count", "packets received on the small link per "
                "datagram sent"),
+        Metric("emitted_per_datagram", "count", "packets the router put onto the small link "
+               "(its transmit counter, sent and dropped) per datagram sent"),
         Metric("fragments_per_datagram", "count", "FragCreates / FragOKs of the router"),
         Metric("fragmented_datagrams", "count", "datagrams the router fragmented"),
         Metric("fragments_per_s", "pkt/s", "fragments the router created per second"),
