@@ -289,6 +289,9 @@ def icmp_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float]
         doc = cpu.stop()
         c1 = icmp_counters(tb, target, ip)
     sent = json.loads(out.stdout)
+    if sent["errors"] >= sent["attempted"]:
+        raise DaemonError("echo sender", client, f"every send failed ({sent['errors']})",
+                          "is the router reachable from the client? see `testbed doctor`")
     requests, replies = c1[0] - c0[0], c1[1] - c0[1]
     elapsed = float(sent["elapsed_s"]) or duration
     m = {"router_cpu_pct": float(doc["router_cpu_pct"]),

@@ -87,7 +87,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         sent = tb.run(client, exthdr.send_argv(
             ctx.python, variant=variant, src=tb.address(client, 6),
             dst=tb.address(server, 6), router=tb.address(router, 6, client), data=data,
-            pps=float(p["pps"]), duration_s=duration),
+            pps=float(p["pps"]), duration_s=duration, burst=int(p["burst"])),
             timeout=duration * 3 + 60)
         doc = cpu.stop()
         h1 = snmp6(tb, router)
@@ -150,6 +150,8 @@ KIND = Kind(
         Param("frame_size", "size", 1280, "Ethernet frame bytes (headers + UDP data)"),
         Param("pps", "number", 1000, "packets per second", max=1_000_000.0),
         Param("duration", "number", 2, "seconds", max=3600.0),
+        Param("burst", "int", 1, "packets sent back to back (same average rate): one wake-up "
+              "of the router's thread per burst", max=1000),
         Param("capture", "bool", True, "capture at the receiver's link and check the chain"),
         Param("capture_count", "int", 20, "packets to capture", max=100_000),
     ),

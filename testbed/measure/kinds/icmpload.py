@@ -8,7 +8,27 @@ from typing import Any
 
 from testbed.measure import stress
 from testbed.measure.kinds._stress import ROUTER_METRICS
-from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
+from testbed.measure.kinds.base import (
+    Context,
+    Kind,
+    Measured,
+    Metric,
+    Param,
+    ParamProblem,
+    TestbedLike,
+)
+
+HEADERS = {4: 20 + 8, 6: 40 + 8}  # IP + ICMP echo header
+
+
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """An echo request must fit one 1500-byte packet (the raw sender does not fragment)."""
+    ip, size = int(out["ip"]), int(out["size"])
+    if size + HEADERS[ip] > 1500:
+        raise ParamProblem("size", f"{size} data bytes make a {size + HEADERS[ip]}-byte "
+                           f"ICMPv{ip} packet, above the 1500-byte MTU (ip = {ip})",
+                           f"size <= {1500 - HEADERS[ip]} for ICMPv{ip} (1472 for ICMPv4, "
+                           "1452 for ICMPv6)")
 
 
 def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
@@ -38,4 +58,5 @@ KIND = Kind(
         *ROUTER_METRICS,
     ),
     runner=run,
+    check=check,
 )
