@@ -521,10 +521,9 @@ def _tee(stream: IO[bytes], sink: IO[bytes], tail: deque[bytes] | None) -> None:
 
 def host_db(results: Path | None) -> Path:
     """The host's results database: --results DIR, else $TESTBED_DB, else results/."""
-    if results is not None:
-        return results / GUEST_DB
-    env = os.environ.get("TESTBED_DB")
-    return Path(env) if env else Path("results") / GUEST_DB
+    from testbed.results import default_db
+
+    return results / GUEST_DB if results is not None else default_db()
 
 
 def merge_results(guest_db: Path, dst: Path, out: IO[str]) -> int:
@@ -532,17 +531,8 @@ def merge_results(guest_db: Path, dst: Path, out: IO[str]) -> int:
     if not guest_db.exists():
         return 0
     dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        from testbed.results import merge
-    except ImportError:  # measurement code absent: keep the whole database instead
-        if not dst.exists():
-            shutil.copyfile(guest_db, dst)
-            print(f"testbed vm: results copied to {dst}", file=out)
-            return 0
-        kept = dst.with_name(f"vm-{os.getpid()}.sqlite")
-        shutil.copyfile(guest_db, kept)
-        print(f"testbed vm: cannot merge (no testbed.results.merge); kept {kept}", file=out)
-        return 0
+    from testbed.results import merge
+
     n = merge(guest_db, dst)
     print(f"testbed vm: merged {n} trial(s) from the VM into {dst}", file=out)
     return n

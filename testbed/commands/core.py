@@ -266,12 +266,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     caps = capabilities.probe()
-    try:
-        from testbed.vm import vm_available
+    from testbed.vm import vm_available
 
-        vm_ok, vm_why = vm_available()
-    except ImportError:
-        vm_ok, vm_why = False, "the VM tier is not installed"
+    vm_ok, vm_why = vm_available()
     if args.json:
         print(
             json.dumps(

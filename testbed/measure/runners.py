@@ -179,17 +179,15 @@ def bottleneck_bps(tb: TestbedLike) -> float | None:
 
 
 def parse_bps(value: Any, where: str) -> float | None:
-    """A rate parameter: None/0/"max"/"unlimited" means unlimited; else via models.parse_rate."""
-    if value in (None, 0, "0", "max", "unlimited"):
+    """A rate parameter (`testbed.units.rate`): None, 0 or 'unlimited' means unlimited."""
+    if value in (None, 0, "0"):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    from testbed.models import parse_rate
+    from testbed import units
 
     try:
-        return parse_rate(str(value))
-    except ValueError as exc:
-        raise SpecError(where, "rate", str(exc), "e.g. 10mbit, 950kbit, ethernet") from None
+        return units.rate(value)
+    except units.UnitError as exc:
+        raise SpecError(where, "rate", exc.what, exc.allowed) from None
 
 
 def ip_payload_and_data(p: Mapping[str, Any], ip: int) -> tuple[int, int]:
