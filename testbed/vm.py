@@ -249,8 +249,8 @@ def kvm_works(qemu: Path | None = None) -> bool:
         "stdio",
     ]
     try:
-        proc = subprocess.run(argv, input="quit\n", capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = processes.run(argv, input="quit\n", check=False, timeout=20)
+    except (OSError, TestbedError):
         return False
     return proc.returncode == 0
 
@@ -664,8 +664,9 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
     with _sigterm_raises():
         # Both streams go through pipes we copy from: QEMU reopens /proc/self/fd/1 with
         # O_TRUNC, which would truncate a file the caller redirected our output into.
-        proc = subprocess.Popen(
+        proc = processes.spawn(
             argv,
+            what="booting the full-kernel tier (vng)",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

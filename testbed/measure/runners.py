@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from testbed import waiting
+from testbed import netlink, waiting
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import iperf, ping, pingpong, rfc2544, stackcost, udpprobe
 from testbed.measure.cpu import CpuSampler
@@ -136,10 +136,7 @@ def node_pids(tb: TestbedLike, names: list[str]) -> dict[str, int]:
         return found
     for node in tb.topology.node_names:
         ns = tb.netns(node)
-        out = subprocess.run(
-            ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
-        ).stdout
-        for pid in out.split():
+        for pid in netlink.netns_pids(ns):
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
