@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from testbed import processes, results
+from testbed import netlink, results
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import docs, iperf, ping
 from testbed.measure import kinds as kinds_pkg
@@ -282,11 +282,8 @@ def _own_comm() -> str:
 
 def test_feature_pids_by_name_or_everything_but_the_measurement(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
     me = os.getpid()
-    monkeypatch.setattr(processes, "run", lambda argv, **kw: subprocess.CompletedProcess(
-        argv, 0, f"{me}\n" if argv[-1] == "tb-fake-r1" else "", ""))
+    monkeypatch.setattr(netlink, "netns_pids", lambda ns: [me] if ns == "tb-fake-r1" else [])
     tb = FakeTestbed(tmp_path)
     comm = _own_comm()
     assert base.feature_pids(tb, [comm]) == {f"{comm}@r1": me}

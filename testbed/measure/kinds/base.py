@@ -332,12 +332,13 @@ def _is_ratio(v: Any) -> bool:
 
 
 def rate_bps(value: Any, file: str = "measurement", key: str = "rate") -> float | None:
-    """A rate parameter in bit/s; None/0/"max"/"unlimited" mean unlimited (None)."""
-    if value in (None, 0, "0", "max", "unlimited"):
+    """A rate parameter in bit/s (`testbed.units.rate`: a preset, a number of Mbit/s, "10mbit",
+    "10 Mbit/s"); None, 0, "max" and "unlimited" mean unlimited (None)."""
+    if value in (None, 0, "0"):
         return None
-    from testbed.topology import parse_rate
+    from testbed import units
 
-    return parse_rate(value, file, key)
+    return units.in_spec(units.rate, value, file, key)
 
 
 # --- shared parameter groups and their checks -----------------------------------------------
@@ -544,15 +545,14 @@ def feature_pids(tb: TestbedLike, names: Sequence[str] | None,
                  exclude: Sequence[str] = ()) -> dict[str, int]:
     """`program@node` -> pid of the programs to sample in the testbed's namespaces: those named
     in `names`, or (None) every process there but the measurement's own (`exclude`)."""
-    from testbed import processes
+    from testbed import netlink
 
     found: dict[str, int] = {}
     if names is not None and not names:
         return found
     skip = set(exclude) | set(TOOLS_NEVER_SAMPLED)
     for node in tb.topology.node_names:
-        out = processes.run(["ip", "netns", "pids", tb.netns(node)], check=False).stdout
-        for pid in out.split():
+        for pid in netlink.netns_pids(tb.netns(node)):
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
