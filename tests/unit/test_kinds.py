@@ -423,3 +423,21 @@ that goes on
         base.param_table("x | str | udp |  | unquoted text")
     with pytest.raises(ValueError, match="unit 'Mbit/s'"):
         base.metric_table("x | Mbit/s | a rate")
+
+
+def test_the_report_reads_paper_description_and_units(tmp_path: Path) -> None:
+    from testbed.report import data as report_data
+
+    db = tmp_path / "r.sqlite"
+    with closing(results.connect(db)) as con:
+        results.start_run(con, "e", "full", {"name": "e", "paper": "zeadally-2004"}, {}, 1,
+                          run_id="r1")
+        results.write_trial(con, _row("r1", {"rtt_mean_ms": 0.5}, {
+            "units": {"rtt_mean_ms": "ms"}, "description": "ICMP latency"}))
+        results.start_run(con, "e", "full", {"name": "e"}, {}, 1, run_id="r0")
+        (new,) = results.trials(con, run_id="r1")
+        assert [r["paper"] for r in results.runs(con)] == ["zeadally-2004", None]
+    assert report_data.description(new) == "ICMP latency"
+    assert report_data.unit(new, "rtt_mean_ms") == "ms"
+    old = _row("r0", {"rtt_mean_ms": 0.5}, {})
+    assert report_data.description(old) == "" and report_data.unit(old, "rtt_mean_ms") is None
