@@ -301,16 +301,21 @@ def check_value(p: Param, v: Any, file: str, key: str) -> None:
         raise SpecError(file, key, f"{v!r} is not allowed", ", ".join(str(c) for c in p.choices))
 
 
+def declared(kind: Kind, name: str, file: str, key: str) -> Param:
+    """The declaration of parameter `name`, or SpecError(file, key.name) listing the others."""
+    p = kind.param(name)
+    if p is None:
+        raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind.name}",
+                        ", ".join(sorted(kind.param_names)))
+    return p
+
+
 def validate(kind: Kind, given: Mapping[str, Any], file: str, key: str) -> dict[str, Any]:
     """The parameters a runner gets: defaults merged with `given`, every value checked (names,
     types, ranges, choices) and the kind's cross-parameter check; SpecError names the key."""
     out = {p.name: p.default for p in kind.params}
     for name, value in given.items():
-        p = kind.param(name)
-        if p is None:
-            raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind.name}",
-                            ", ".join(sorted(kind.param_names)))
-        check_value(p, value, file, f"{key}.{name}")
+        check_value(declared(kind, name, file, key), value, file, f"{key}.{name}")
         out[name] = value
     if kind.check is not None:
         try:
