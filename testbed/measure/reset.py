@@ -55,6 +55,8 @@ def node_actions(plan: Any, node: str) -> list[Any]:
             wanted = (a.ns, a.ifname) in ends
         elif kind == "AddRoute":
             wanted = a.ns == ns or (a.ns, a.dev) in ends
+        elif kind == "WaitInterfaces":  # the typed plan's own wait (every interface)
+            wanted = True
         else:
             wanted = False
         if wanted:
@@ -86,19 +88,38 @@ def restart_links(tb: Any, node: str) -> None:
             tb.run(node, argv)
 
 
+def _remove_namespace(ns: str) -> None:
+    """testbed's own removal (kill what runs inside, remove, confirm): in testbed.actions where
+    the typed plan has it, else in testbed.testbed."""
+    import importlib
+    import importlib.util
+
+    owner = "testbed.actions" if importlib.util.find_spec("testbed.actions") else "testbed.testbed"
+    importlib.import_module(owner).remove_namespace(ns)
+
+
+def _apply(tb: Any, action: Any) -> None:
+    """Apply one plan action the way the Testbed built it (action.apply(env), or the older
+    interpreter's _apply)."""
+    if hasattr(action, "apply"):
+        action.apply(tb)
+    else:
+        tb._apply(action)
+
+
 def restart_namespace(tb: Any, node: str) -> None:
     """Destroy `node`'s namespace and rebuild it (and its links) from the plan."""
-    from testbed.testbed import remove_namespace
-
     plan = tb.plan
     ns = plan.namespaces[node]
     actions = node_actions(plan, node)
-    journal = tb._journal  # the rebuild's entries duplicate the build's: dropped below
+    # the rebuild's undos duplicate the build's (which remove the namespace and its links by
+    # name at teardown): they are dropped, so the rebuilt router outlives the trial's scope
+    journal = tb._scopes[-1] if hasattr(tb, "_scopes") else tb._journal
     n0 = len(journal)
     handle = tb._handles.pop(ns, None)
     if handle is not None:
         handle.close()
-    remove_namespace(ns)
+    _remove_namespace(ns)
     # the kernel destroys a removed namespace's devices (and their veth peers) asynchronously
     peers = [(n, i) for n, i in _affected(plan, node) if n != ns]
     by_ns = {v: k for k, v in plan.namespaces.items()}
@@ -112,11 +133,12 @@ def restart_namespace(tb: Any, node: str) -> None:
                           "still exist after 10 s", ", ".join(f"{n}/{i}" for n, i in peers))
     try:
         for a in actions:
-            tb._apply(a)
-        tb._wait_ready()
+            _apply(tb, a)
+        if hasattr(tb, "_wait_ready"):
+            tb._wait_ready()
     finally:
         tb._close_handles()
-        del journal[n0:]  # the original entries already undo the namespace and its links
+        del journal[n0:]
 
 
 def restart(tb: Any, node: str, method: str) -> None:
