@@ -108,16 +108,15 @@ class Acl:
         return rule_counters(out)
 
 
-def walked_metrics(counters: list[dict[str, Any]]) -> dict[str, float]:
-    """How many rule visits the counters saw: the fewest packets any ACL-line counter saw per
-    chain is what every packet of that chain walked through."""
+def walked_metrics(counters: list[dict[str, Any]], families: set[int]) -> dict[str, float]:
+    """What the counters saw of the IP versions that carried the test traffic (`families`):
+    every packet that reads a list reads all its lines, so the fewest packets any line of
+    those lists counted is what each line saw at least (stray packets, e.g. neighbour
+    discovery, walk a list too and only add to it)."""
     lines = [c for c in counters if c["chain"][-1:] in ("4", "6")]
     if not lines:
         return {}
-    by_chain: dict[str, list[int]] = {}
-    for c in lines:
-        by_chain.setdefault(c["chain"], []).append(c["packets"])
+    used = [c["packets"] for c in lines if int(c["chain"][-1]) in families]
     return {"acl_rule_visits": float(sum(c["packets"] for c in lines)),
-            "acl_min_rule_packets": float(min(min(v) for v in by_chain.values() if max(v) > 0)
-                                          if any(max(v) > 0 for v in by_chain.values()) else 0),
+            "acl_min_rule_packets": float(min(used)) if used else 0.0,
             "acl_lines": float(len(lines))}

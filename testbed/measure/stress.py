@@ -404,6 +404,7 @@ def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, fl
     emitted = (e1["tx_packets"] + e1["tx_dropped"]) - (e0["tx_packets"] + e0["tx_dropped"])
     creates = s1.get("FragCreates", 0) - s0.get("FragCreates", 0)
     oks = s1.get("FragOKs", 0) - s0.get("FragOKs", 0)
+    fails = s1.get("FragFails", 0) - s0.get("FragFails", 0)
     dur = max([float(p["duration"])] + [float(f["elapsed_s"]) for f in doc["flows"]])
     m = {**sm,
          "core_mtu": float(mtu),
@@ -413,6 +414,7 @@ def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, fl
          "emitted_per_datagram": emitted / sent if sent else 0.0,
          "fragments_per_datagram": creates / oks if oks else 1.0,
          "fragmented_datagrams": float(oks),
+         "fragment_failures": float(fails),
          "fragments_per_s": creates / dur,
          "router_pps_out": on_link / dur}
     return m, {"stream": doc, "link_rx_packets": on_link, "emitted": emitted,

@@ -852,12 +852,11 @@ def _cpu(row: TrialRow) -> float | None:
 def _do_mixed(d: Data, direction: str = "forward"
               ) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
     """(frame_size, IPv6 share) -> (mean receiver bit/s, mean router-side CPU %): from the
-    zero-loss searches (kind maxtraffic: the router's own CPU) that the senders did not limit
-    when there are any, else from iperf3's mixed flows (the machine's softirq + system)."""
+    zero-loss searches (kind maxtraffic: the router's own CPU) when the senders limited none
+    of them, else from iperf3's mixed flows (the machine's softirq + system share)."""
     best = [r for r in d.select("maxtraffic") if "max_received_bps" in r.metrics
-            and not r.metrics.get("generator_limited")
             and (param(r, "direction") or "forward") == direction]
-    if best:
+    if best and not any(r.metrics.get("generator_limited") for r in best):
         def mkey(r: TrialRow) -> tuple[Any, ...]:
             return (size_of(r), _v6_share(r))
 

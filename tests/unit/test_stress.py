@@ -87,8 +87,9 @@ def test_acl_rule_counters_from_nft_json() -> None:
         {"rule": {"chain": "acl_in", "handle": 2, "expr": [{"match": {}}, {"jump": {}}]}}]}
     got = acl.rule_counters(json.dumps(doc))
     assert [(c["handle"], c["packets"], c["first"]) for c in got] == [(3, 7, True), (4, 5, False)]
-    m = acl.walked_metrics(got)
+    m = acl.walked_metrics(got, {4})
     assert m == {"acl_rule_visits": 12.0, "acl_min_rule_packets": 5.0, "acl_lines": 2.0}
+    assert acl.walked_metrics(got, {6})["acl_min_rule_packets"] == 0
 
 
 @pytest.mark.parametrize("variant", exthdr.VARIANTS)

@@ -41,7 +41,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         else:
             metrics, doc = stress.offered_load(tb, p, ctx)
         counters = scope.counters()
-    metrics.update(acl.walked_metrics(counters))
+    metrics.update(acl.walked_metrics(counters, families))
     metrics["acl_rules"] = float(rules)
     return Measured(metrics, {**doc, "acl": {"rules": rules, "apply": p["apply"],
                                               "ruleset": scope.text, "counters": counters}})
@@ -78,7 +78,8 @@ KIND = Kind(
         Metric("generator_limited", "flag", "1: the senders set the limit (test = max)"),
         Metric("acl_rules", "count", "ACL lines per IP version"),
         Metric("acl_rule_visits", "count", "packets counted by all ACL lines together"),
-        Metric("acl_min_rule_packets", "count", "the fewest packets any used line counted"),
+        Metric("acl_min_rule_packets", "count", "the fewest packets any line of the traffic's "
+               "IP versions counted (each of them read every line)"),
         Metric("acl_lines", "count", "ACL lines with a counter (all chains)"),
     ),
     runner=run,

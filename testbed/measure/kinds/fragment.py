@@ -64,6 +64,8 @@ KIND = Kind(
                "(its transmit counter, sent and dropped) per datagram sent"),
         Metric("fragments_per_datagram", "count", "FragCreates / FragOKs of the router"),
         Metric("fragmented_datagrams", "count", "datagrams the router fragmented"),
+        Metric("fragment_failures", "count", "datagrams whose fragmentation failed midway "
+               "(FragFails: the next link's queue full; their fragments count in FragCreates)"),
         Metric("fragments_per_s", "pkt/s", "fragments the router created per second"),
         Metric("router_pps_out", "pkt/s", "packets per second onto the small link"),
     ),
