@@ -90,84 +90,111 @@ def _wait_udp(tb: Any, node: str, port: int, proc: Any) -> None:
 
 
 def run_flows(tb: Any, ctx: Any, flows: Sequence[FlowSpec], frame_size: int, duration: float,
-              cpu: RouterCpu | None = None, idle_s: float = 0.5) -> dict[str, Any]:
+              cpu: RouterCpu | None = None, idle_s: float = 0.5,
+              timestamps: bool = False) -> dict[str, Any]:
     """Run every flow at once for `duration` s; per flow what was offered, sent and received,
-    and the router's CPU over the sending time."""
-    recvs = []
+    and the router's CPU over the sending time. With `timestamps`, the flows to one node share
+    one receiver bound to `::` (IPv4 arrives IPv4-mapped), whose arrival times give the
+    inter-packet delay of the mixed stream as it reaches the receiver."""
+    keys = [(f.dst, 0 if timestamps else f.ip) for f in flows]
+    recv: dict[tuple[str, int], tuple[int, Any, Any]] = {}
     try:
-        for f in flows:
+        for key, f in zip(keys, flows, strict=True):
+            if key in recv:
+                continue
             port = ctx.port()
             out = ctx.folder(tb) / f"stress-{port}.json"
+            host = "::" if timestamps else tb.address(f.dst, f.ip)
             rx = tb.popen(f.dst, udpprobe.recv_argv(
-                ctx.python, host=tb.address(f.dst, f.ip), port=port, out=str(out),
-                idle_s=idle_s, max_wait_s=duration + 15), name="udpprobe-recv")
-            recvs.append((f, port, out, rx))
-        for f, port, _out, rx in recvs:
-            _wait_udp(tb, f.dst, port, rx)
+                ctx.python, host=host, port=port, out=str(out), idle_s=idle_s,
+                max_wait_s=duration + 15, timestamps=timestamps), name="udpprobe-recv")
+            recv[key] = (port, out, rx)
+        for (dst, _ip), (port, _out, rx) in recv.items():
+            _wait_udp(tb, dst, port, rx)
         if cpu is not None:
             cpu.start()
         senders = []
-        for f, port, _out, _rx in recvs:
-            argv = udpprobe.send_argv(ctx.python, host=tb.address(f.dst, f.ip), port=port,
-                                      size=udp_data(frame_size, f.ip), pps=f.pps,
-                                      duration_s=duration)
+        for key, f in zip(keys, flows, strict=True):
+            argv = udpprobe.send_argv(ctx.python, host=tb.address(f.dst, f.ip),
+                                      port=recv[key][0], size=udp_data(frame_size, f.ip),
+                                      pps=f.pps, duration_s=duration)
             senders.append(tb.popen(f.src, argv, name="udpprobe-send", stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True))
         sent_docs = []
-        for s in senders:
-            out_text, err = s.popen.communicate(
+        for f, snd in zip(flows, senders, strict=True):
+            out_text, err = snd.popen.communicate(
                 timeout=waiting.process_timeout(duration * 3 + 30))
-            if s.popen.returncode != 0:
-                raise DaemonError("udp sender", "?", f"exit {s.popen.returncode}", err)
+            if snd.popen.returncode != 0:
+                raise DaemonError("udp sender", f.src, f"exit {snd.popen.returncode}", err)
             sent_docs.append(json.loads(out_text))
         cpu_doc = cpu.stop() if cpu is not None else None
-        got_docs = []
-        for (f, _port, out, rx), _sent in zip(recvs, sent_docs, strict=True):
+        got: dict[tuple[str, int], dict[str, Any]] = {}
+        for key, (_port, out, rx) in recv.items():
             rx.popen.wait(timeout=waiting.process_timeout(duration + 30))
             if not out.exists():
-                raise DaemonError("udp receiver", f.dst, "ended without writing its count")
-            got_docs.append(json.loads(out.read_text()))
+                raise DaemonError("udp receiver", key[0], "ended without writing its count")
+            got[key] = json.loads(out.read_text())
             out.unlink()
     finally:
-        for _f, _port, _out, rx in recvs:
+        for _port, _out, rx in recv.values():
             rx.stop()
-    per = []
-    for (f, _p, _o, _r), sent, got in zip(recvs, sent_docs, got_docs, strict=True):
+    per: list[dict[str, Any]] = []
+    for key, f, sent in zip(keys, flows, sent_docs, strict=True):
         attempted = int(sent["attempted"])
-        received = min(int(got["received"]), attempted)
+        alone = keys.count(key) == 1
         per.append({
             "ip": f.ip, "src": f.src, "dst": f.dst, "offered_pps": f.pps,
             "sender_pps": float(sent["achieved_pps"]), "attempted": attempted,
-            "received": received, "elapsed_s": float(sent["elapsed_s"]),
-            "udp_data": udp_data(frame_size, f.ip),
+            "received": min(int(got[key]["received"]), attempted) if alone else None,
+            "elapsed_s": float(sent["elapsed_s"]), "udp_data": udp_data(frame_size, f.ip),
         })
-    return {"flows": per, "cpu": cpu_doc, "frame_size": frame_size, "duration_s": duration}
+    receivers: list[dict[str, Any]] = []
+    for key, g in got.items():
+        mine = [i for i, k in enumerate(keys) if k == key]
+        attempted = sum(int(per[i]["attempted"]) for i in mine)
+        doc: dict[str, Any] = {"dst": key[0], "flows": mine, "attempted": attempted,
+                               "received": min(int(g["received"]), attempted),
+                               "udp_bits": sum(float(per[i]["udp_data"]) * 8.0
+                                               for i in mine) / len(mine)}
+        if "timing" in g:
+            doc["ipd"] = {k: v for k, v in g["timing"]["ipd"].items() if k != "histogram"}
+        receivers.append(doc)
+    return {"flows": per, "receivers": receivers, "cpu": cpu_doc, "frame_size": frame_size,
+            "duration_s": duration}
 
 
 def stream_metrics(doc: Mapping[str, Any]) -> dict[str, float]:
     """Totals of `run_flows`: offered/sent/received packets per second, loss, application
-    traffic (UDP data bit/s received), router CPU."""
+    traffic (UDP data bit/s received), router CPU; the mixed stream's inter-packet delay when
+    its receiver took arrival times."""
     flows = doc["flows"]
     # over the time the senders really took (a slow generator stretches it beyond `duration`)
     dur = max([float(doc["duration_s"])] + [float(f["elapsed_s"]) for f in flows])
     attempted = sum(f["attempted"] for f in flows)
-    received = sum(f["received"] for f in flows)
+    recvs = doc.get("receivers") or [
+        {"received": f["received"], "udp_bits": f["udp_data"] * 8.0} for f in flows]
+    received = sum(r["received"] for r in recvs)
     out: dict[str, float] = {
         "offered_pps": sum(f["offered_pps"] for f in flows),
         "sender_pps": sum(f["sender_pps"] for f in flows),
         "received_pps": received / dur,
         "loss_percent": 100.0 * (attempted - received) / attempted if attempted else 0.0,
-        "received_bps": sum(f["received"] * f["udp_data"] * 8.0 for f in flows) / dur,
+        "received_bps": sum(r["received"] * r["udp_bits"] for r in recvs) / dur,
         "attempted": float(attempted),
         "received": float(received),
     }
     for v in (4, 6):
         fv = [f for f in flows if f["ip"] == v]
-        if fv:
+        if fv and all(f["received"] is not None for f in fv):
             att = sum(f["attempted"] for f in fv)
-            out[f"v{v}_received_bps"] = sum(f["received"] * f["udp_data"] * 8.0 for f in fv) / dur
+            out[f"v{v}_received_bps"] = sum(f["received"] * f["udp_data"] * 8.0
+                                            for f in fv) / dur
             out[f"v{v}_loss_percent"] = (100.0 * (att - sum(f["received"] for f in fv)) / att
                                          if att else 0.0)
+    ipd = next((r["ipd"] for r in recvs if r.get("ipd", {}).get("n")), None)
+    if ipd:
+        for k in ("mean_us", "median_us", "p99_us", "stdev_us"):
+            out[f"ipd_{k}"] = float(ipd[k])
     cpu = doc.get("cpu")
     if cpu:
         out["router_cpu_pct"] = float(cpu["router_cpu_pct"])
@@ -198,7 +225,8 @@ def offered_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, flo
     flows = mix_flows(p.get("ratio"), int(p["ip"]), pps, str(p["direction"]), p["client"],
                       p["server"])
     with RouterCpu(tb) as cpu:
-        doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu)
+        doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
+                        timestamps=bool(p.get("ipd")))
     m = stream_metrics(doc)
     m["offered_load"] = float(p["load"]) if p.get("pps") is None else pps * 8.0 * (
         frame + WIRE_EXTRA) / line
@@ -223,7 +251,7 @@ def max_traffic(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, floa
                               p["client"], p["server"])
             doc = run_flows(tb, ctx, flows, frame, duration, cpu)
             sent = sum(f["attempted"] for f in doc["flows"])
-            got = sum(f["received"] for f in doc["flows"])
+            got = sum(r["received"] for r in doc["receivers"])
             achieved = sum(f["sender_pps"] for f in doc["flows"]) / max(1, len(
                 {f["src"] for f in doc["flows"]}))
             out = rfc2544.TrialOutcome(offered=rate, achieved=achieved, sent=sent,

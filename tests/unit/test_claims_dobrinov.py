@@ -149,3 +149,15 @@ def test_do14_do15_fragmentation() -> None:
     assert check("do:15", frag_rows(-0.5)).status == "does not hold"
     assert check("do:14", []).status == "not measured"
     assert check("do:15", frag_rows(0.5)[:2]).status == "not measured"
+
+
+def test_do9_judges_the_mixed_stream_too() -> None:
+    rows = [row("receiver", {"ipd_mean_us": v}, {"ip": ip, "rate": rate}, {"frame_size": 1518})
+            for ip, rate, v in ((4, "10mbit", 1200.0), (6, "10mbit", 1190.0))]
+    mix = [row("load", {"ipd_mean_us": 1210.0, "sender_pps": 812.0, "offered_pps": 812.7},
+               {"ratio": "50/50", "load": 0.1}, {"frame_size": 1518})]
+    out = check("do:9", rows + mix)
+    assert out.status == "holds" and "50/50 1210 µs" in out.evidence
+    far = [row("load", {"ipd_mean_us": 2000.0, "sender_pps": 812.0, "offered_pps": 812.7},
+               {"ratio": "50/50", "load": 0.1}, {"frame_size": 1518})]
+    assert check("do:9", rows + far).status == "does not hold"

@@ -178,3 +178,18 @@ def test_stress_kind_parameters_are_checked() -> None:
         validate_params("acl", {"acl": False, "rules": 25}, "f.toml", "m")
     with pytest.raises(SpecError, match=r"m\.method"):
         validate_params("reset", {"method": "reboot"}, "f.toml", "m")
+
+
+def test_stream_metrics_of_a_shared_receiver_give_the_mixed_streams_ipd() -> None:
+    doc = {"duration_s": 1.0, "cpu": None,
+           "flows": [{"ip": 4, "attempted": 500, "received": None, "offered_pps": 500,
+                      "sender_pps": 500, "elapsed_s": 1.0, "udp_data": 1472},
+                     {"ip": 6, "attempted": 500, "received": None, "offered_pps": 500,
+                      "sender_pps": 500, "elapsed_s": 1.0, "udp_data": 1452}],
+           "receivers": [{"dst": "h2", "flows": [0, 1], "attempted": 1000, "received": 990,
+                          "udp_bits": 1462 * 8.0,
+                          "ipd": {"n": 989, "mean_us": 1000.0, "median_us": 990.0,
+                                  "p99_us": 1500.0, "stdev_us": 50.0}}]}
+    m = stress.stream_metrics(doc)
+    assert m["received"] == 990 and m["loss_percent"] == pytest.approx(1.0)
+    assert m["ipd_mean_us"] == 1000.0 and "v4_loss_percent" not in m

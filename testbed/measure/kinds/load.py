@@ -24,11 +24,17 @@ KIND = Kind(
         *MIX,
         Param("load", "number", 0.5, "share of `line_rate` offered (0.1 = 10 %)", max=1.0),
         Param("pps", "number", None, "frames per second instead of `load`", max=10_000_000.0),
+        Param("ipd", "bool", False, "one receiver per node for all the flows (bound to ::), "
+              "timing every arrival: the mixed stream's inter-packet delay"),
     ),
     metrics=(
         *STREAM_METRICS,
         *ROUTER_METRICS,
         Metric("offered_load", "%", "share of the line offered (a fraction: 0.5 = 50 %)"),
+        Metric("ipd_mean_us", "us", "mean inter-packet delay of the mixed stream (ipd = true)"),
+        Metric("ipd_median_us", "us", "median inter-packet delay (ipd = true)"),
+        Metric("ipd_p99_us", "us", "99th percentile inter-packet delay (ipd = true)"),
+        Metric("ipd_stdev_us", "us", "standard deviation of the inter-packet delay"),
         Metric("offered_bps_wire", "bit/s", "offered bits per second on the wire (with "
                "preamble and gap; both directions when bidir)"),
     ),
