@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,7 +225,7 @@ def offered_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, flo
         pps = pps_for_load(float(p["load"]), line, frame)
     flows = mix_flows(p.get("ratio"), int(p["ip"]), pps, str(p["direction"]), p["client"],
                       p["server"])
-    with RouterCpu(tb) as cpu:
+    with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
         doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
                         timestamps=bool(p.get("ipd")))
     m = stream_metrics(doc)
@@ -244,7 +245,7 @@ def max_traffic(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, floa
     top = pps_for_load(1.0, line, frame)
     duration = float(p["duration"])
     done: list[tuple[rfc2544.TrialOutcome, dict[str, Any]]] = []
-    with RouterCpu(tb) as cpu:
+    with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
 
         def trial(rate: float) -> rfc2544.TrialOutcome:
             flows = mix_flows(p.get("ratio"), int(p["ip"]), rate, str(p["direction"]),
@@ -382,6 +383,31 @@ def set_mtu(tb: Any, a: str, b: str, mtu: int) -> list[tuple[str, str, int]]:
         saved.append((node, ifname, int(cur["mtu"])))
         tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(mtu)])
     return saved
+
+
+@contextmanager
+def router_fragments(tb: Any, client: str, mtu: int | None) -> Iterator[None]:
+    """For one trial: the client's link to its router gets `mtu` (both ends) and the client
+    sends IPv4 without DF and learns no path MTU, so datagrams larger than the router's next
+    link are fragmented by the router (IPv4) or answered with Packet Too Big, after which the
+    source fragments (IPv6) — the paper's 1522-byte and larger frames. None: nothing changes."""
+    if not mtu:
+        yield
+        return
+    router = tb.interfaces(client)[0].peer_node
+    no_pmtu = tb.run(client, ["sysctl", "-n", "net.ipv4.ip_no_pmtu_disc"]).stdout.strip()
+    saved = set_mtu(tb, client, router, int(mtu))
+    try:
+        tb.run(client, ["sysctl", "-q", "-w", "net.ipv4.ip_no_pmtu_disc=1"])
+        tb.run(client, ["ip", "-4", "route", "flush", "cache"], check=False)
+        yield
+    finally:
+        for node, ifname, old in saved:
+            tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
+        tb.run(client, ["sysctl", "-q", "-w", f"net.ipv4.ip_no_pmtu_disc={no_pmtu or 0}"],
+               check=False)
+        for ip in ("-4", "-6"):
+            tb.run(client, ["ip", ip, "route", "flush", "cache"], check=False)
 
 
 def check_core_mtu(tb: Any, a: str, b: str, mtu: int, file: str, key: str) -> None:

@@ -29,8 +29,10 @@ from testbed.measure.pingpong import choose_mode, percentile, precise_sleep
 MODULE = "testbed.measure.udpprobe"
 
 PACINGS = ("auto", "spin", "sleep")
-# send() errors that mean "no way there right now" (counted as lost, the sender goes on)
-UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN)
+# send() errors that mean "no way there right now" (counted as lost, the sender goes on): no
+# route (a router restarting), or a Packet Too Big reported once on the connected socket
+UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN,
+               errno.EMSGSIZE)
 
 
 def send_argv(

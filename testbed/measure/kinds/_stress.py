@@ -21,6 +21,10 @@ MIX = (
           "each direction the same load)", choices=("forward", "bidir")),
     Param("line_rate", "rate", "fastethernet", "the line the load is a share of"),
     Param("duration", "number", 2, "seconds of traffic", max=3600.0),
+    Param("ingress_mtu", "int", None, "MTU of the client's link to its router for the trial "
+          "(e.g. 9000): larger datagrams then reach the router whole, which fragments IPv4 and "
+          "answers IPv6 with Packet Too Big (the source fragments); unset: the topology's",
+          max=65535),
 )
 
 STREAM_METRICS = (
