@@ -1,0 +1,103 @@
+"""Measurement kind `iperf3`: TCP/UDP throughput with iperf3, IPv4 and IPv6 flows at once."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from contextlib import ExitStack
+from typing import Any
+
+from testbed import waiting
+from testbed.errors import CommandError
+from testbed.measure import iperf
+from testbed.measure.kinds import base
+
+
+def flows(p: Mapping[str, Any]) -> list[tuple[int, float]]:
+    """(ip version, share) of each concurrent flow: `ratio = "90/10"` is IPv4 90%, IPv6 10%."""
+    ratio = p.get("ratio")
+    if not ratio:
+        return [(int(p["ip"]), 1.0)]
+    a, b = (float(x) for x in str(ratio).split("/"))
+    return [(v, s / (a + b)) for v, s in ((4, a), (6, b)) if s > 0]
+
+
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    base.one_size(out, given)
+    base.fits(out, [v for v, _ in flows(out)], "udp")
+
+
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+    rate = base.rate_bps(p.get("rate"))
+    duration = float(p["duration"])
+    results = {}
+    with ExitStack() as stack:
+        servers = [
+            (ip_v, share, stack.enter_context(base.serve(
+                tb, ctx, p["server"], lambda port, _out: iperf.server_argv(port),
+                proto="tcp", what="iperf3 server", name="iperf3-server")))
+            for ip_v, share in flows(p)
+        ]
+        cpu = stack.enter_context(base.cpu_window(tb, p, KIND))
+        clients = []
+        for ip_v, share, srv in servers:
+            length = None
+            if p.get("length") is not None:
+                length = int(p["length"])
+            elif p.get("ip_payload") is not None or p.get("frame_size") is not None:
+                length = base.ip_payload_and_data(p, ip_v)[1]
+            argv = iperf.client_argv(
+                tb.address(p["server"], ip_v), port=srv.port, protocol=p["protocol"],
+                duration_s=duration, length=length,
+                bitrate_bps=int(rate * share) if rate else None, direction=p["direction"],
+                streams=int(p["streams"]), ip=ip_v, nodelay=bool(p.get("nodelay")),
+            )
+            proc = tb.popen(p["client"], argv, name="iperf3-client", stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+            stack.callback(proc.stop)
+            clients.append((ip_v, argv, proc))
+        for ip_v, argv, proc in clients:
+            out, err = proc.popen.communicate(timeout=waiting.process_timeout(duration + 30))
+            if proc.popen.returncode != 0 and not out.strip():
+                raise CommandError(argv, proc.popen.returncode, err, f"node {p['client']}")
+            results[ip_v] = iperf.parse_iperf3(out, argv=argv, where=f"node {p['client']}")
+    metrics: dict[str, float] = {"receiver_bps": sum(r.receiver_bps for r in results.values())}
+    for ip_v, r in results.items():
+        metrics[f"v{ip_v}_receiver_bps"] = r.receiver_bps
+        metrics[f"v{ip_v}_sender_bps"] = sum(f.sender_bps for f in r.flows)
+        if r.protocol == "udp":
+            lost = sum(f.lost_packets or 0 for f in r.flows)
+            pk = sum(f.packets or 0 for f in r.flows)
+            metrics[f"v{ip_v}_lost_percent"] = 100.0 * lost / pk if pk else 0.0
+        else:
+            metrics[f"v{ip_v}_retransmits"] = float(sum(f.retransmits or 0 for f in r.flows))
+    metrics.update(base.cpu_metrics(cpu))
+    return base.Measured(
+        metrics, {"flows": {f"v{k}": v.to_dict() for k, v in results.items()}, "cpu": cpu or None}
+    )
+
+
+PARAMS = base.param_table("""
+protocol | str | "tcp" | tcp, udp | transport
+duration | number | 5 | max 3600 | seconds of traffic
+length | size |  |  | iperf3 -l: bytes per write (TCP) or datagram (UDP)
+ip_payload | size |  |  | IP payload bytes (UDP header + data)
+frame_size | size |  |  | Ethernet frame bytes (header + FCS included)
+rate | rate |  |  | offered rate (shared by ratio's flows); unset: unlimited
+direction | str | "forward" | forward, reverse, bidir | who sends
+streams | int | 1 | max 128 | parallel streams (iperf3 -P)
+ratio | ratio |  |  | "IPv4/IPv6" shares of concurrent flows, e.g. "90/10"
+nodelay | bool | false |  | TCP_NODELAY (iperf3 -N)
+""")
+
+METRICS = base.metric_table("""
+receiver_bps | bit/s | received rate of all flows together
+v{ip}_receiver_bps | bit/s | received rate of the IPv4 (v4) or IPv6 (v6) flow
+v{ip}_sender_bps | bit/s | sent rate of the v4 or v6 flow
+v{ip}_lost_percent | % | UDP datagrams lost, v4 or v6 flow
+v{ip}_retransmits | count | TCP retransmissions, v4 or v6 flow
+""")
+
+KIND = base.Kind("iperf3", "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
+                 "`iperf3 -J`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check, programs=("iperf3",))

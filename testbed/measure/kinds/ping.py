@@ -1,0 +1,59 @@
+"""Measurement kind `ping`: ICMP echo round trips with the system's ping."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from testbed import waiting
+from testbed.measure import ping
+from testbed.measure.kinds import base
+
+
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    base.one_size(out, given)
+    base.fits(out, [int(out["ip"])], "icmp")
+
+
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+    ip_v = int(p["ip"])
+    size = (
+        ping.icmp_data_size(int(p["frame_size"]), ip_v)
+        if p.get("frame_size") is not None
+        else int(p.get("size") or 56)
+    )
+    argv = ping.ping_argv(tb.address(p["server"], ip_v), ip=ip_v, size=size,
+                          count=int(p["count"]), interval_s=float(p["interval"]))
+    proc = tb.run(p["client"], argv, check=False,
+                  timeout=waiting.process_timeout(float(p["count"]) * 2 + 30))
+    r = ping.parse_ping(proc.stdout)
+    metrics = {"loss_percent": r.loss_percent, "icmp_data": float(size)}
+    if r.rtts_ms:
+        metrics.update({
+            "rtt_min_ms": min(r.rtts_ms),
+            "rtt_mean_ms": statistics.fmean(r.rtts_ms),
+            "rtt_max_ms": max(r.rtts_ms),
+            "rtt_median_ms": statistics.median(r.rtts_ms),
+        })
+    return base.Measured(metrics, {"argv": argv, **r.to_dict()})
+
+
+PARAMS = base.param_table("""
+frame_size | size |  |  | Ethernet frame bytes (-s frame - 18 - IP header - 8)
+size | size |  |  | ICMP data bytes (ping -s; default 56)
+count | int | 120 | max 10000000 | echo requests
+interval | number | 0.01 | max 60 | seconds between requests
+""")
+
+METRICS = base.metric_table("""
+loss_percent | % | echo requests without a reply
+icmp_data | B | ICMP data bytes of each request
+rtt_min_ms | ms | smallest round trip
+rtt_mean_ms | ms | mean round trip
+rtt_max_ms | ms | largest round trip
+rtt_median_ms | ms | median round trip
+""")
+
+KIND = base.Kind("ping", "ICMP echo round trips (ping)", "`ping` (text parser)", (*base.ENDPOINTS,
+                 *PARAMS), METRICS, run, check)

@@ -1,0 +1,77 @@
+"""Measurement kind `receiver`: packets per second and inter-packet delay at the receiver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from testbed.measure import udpprobe
+from testbed.measure.kinds import base
+
+IPD = ("mean_us", "median_us", "min_us", "max_us", "p99_us", "stdev_us")
+
+
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    base.one_size(out, given)
+    base.fits(out, [int(out["ip"])], "udp")
+
+
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+    ip_v = int(p["ip"])
+    n, data = base.ip_payload_and_data(p, ip_v)
+    rate = base.rate_bps(p.get("rate")) or 10e6
+    pps = rate / (8.0 * n)
+    duration = float(p["duration"])
+    listen = base.listen_address(tb, p["server"], ip_v)
+    with base.serve(tb, ctx, p["server"],
+               lambda port, out: udpprobe.recv_argv(
+                   ctx.python, host=listen, port=port, out=str(out), idle_s=0.5,
+                   max_wait_s=duration + 10, timestamps=True),
+               proto="udp", what="udp receiver", name="udpprobe-recv", output=True) as rx:
+        with base.cpu_window(tb, p, KIND) as cpu:
+            sent = base.run_client(
+                tb, p["client"],
+                udpprobe.send_argv(ctx.python, host=tb.address(p["server"], ip_v),
+                                   port=rx.port, size=data, pps=pps, duration_s=duration),
+                timeout_s=duration * 3 + 30, what="udp sender")
+        got = rx.result(duration + 30)
+    timing = got["timing"]
+    ipd = timing["ipd"]
+    metrics = {
+        "pps": timing["pps"],
+        "received": float(got["received"]),
+        "lost": float(max(0, sent["attempted"] - got["received"])),
+        "offered_pps": pps,
+        "sender_pps": sent["achieved_pps"],
+    }
+    if ipd.get("n"):
+        metrics.update({f"ipd_{k}": float(ipd[k]) for k in IPD})
+    metrics.update(base.cpu_metrics(cpu))
+    return base.Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None})
+
+
+PARAMS = base.param_table("""
+frame_size | size | 1518 |  | Ethernet frame bytes (header + FCS included)
+ip_payload | size |  |  | IP payload bytes (UDP header + data)
+size | size |  |  | UDP data bytes
+rate | rate | "10mbit" |  | offered rate of IP payload
+duration | number | 2 | max 3600 | seconds of traffic
+""")
+
+METRICS = base.metric_table("""
+pps | pkt/s | datagrams received per second
+received | count | datagrams received
+lost | count | datagrams sent but not received
+offered_pps | pkt/s | datagrams per second asked of the sender
+sender_pps | pkt/s | datagrams per second the sender achieved
+ipd_mean_us | us | mean inter-packet delay at the receiver
+ipd_median_us | us | median inter-packet delay
+ipd_min_us | us | smallest inter-packet delay
+ipd_max_us | us | largest inter-packet delay
+ipd_p99_us | us | 99th percentile inter-packet delay
+ipd_stdev_us | us | standard deviation of the inter-packet delay
+""")
+
+KIND = base.Kind("receiver", "receiver-side packets/s and inter-packet delay",
+                 "`udpprobe` with arrival times", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check)
