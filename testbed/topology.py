@@ -523,7 +523,7 @@ def topology_from_dict(
             file,
             "mechanism",
             "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
-            "[[features]] with kind, node and options: see docs/topologies.md, 'Features' "
+            "[[features]] with kind, node and options: see docs/features.md "
             '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
         )
     features = _load_features(body.get("features", []), file)

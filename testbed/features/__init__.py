@@ -149,3 +149,23 @@ def programs() -> list[Program]:
         for p in cls.programs:
             out.setdefault(p.package, p)
     return list(out.values())
+
+
+def reference_markdown() -> str:
+    """The shipped features as a Markdown table, from their declarations (docs/features.md
+    carries it between markers; a test keeps the two equal)."""
+    rows = [
+        "| kind | node | options (default) | needs | guest modules |",
+        "|---|---|---|---|---|",
+    ]
+    for cls in classes():
+        node = {None: "—", "": "any"}.get(cls.node_role, cls.node_role or "any")
+        opts = ", ".join(
+            f"`{o.name}`" + ("" if o.required else f" (`{o.default}`)" if o.default else "")
+            for o in cls.options
+        )
+        rows.append(
+            f"| `{cls.kind}` | {node} | {opts or '—'} | {', '.join(cls.needs()) or '—'} | "
+            f"{', '.join(cls.guest_modules) or '—'} |"
+        )
+    return "\n".join(rows) + "\n"
