@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from testbed import waiting
+from testbed import netlink, waiting
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import iperf, ping, pingpong, rfc2544, stackcost, udpprobe
 from testbed.measure.cpu import CpuSampler
@@ -136,10 +136,7 @@ def node_pids(tb: TestbedLike, names: list[str]) -> dict[str, int]:
         return found
     for node in tb.topology.node_names:
         ns = tb.netns(node)
-        out = subprocess.run(
-            ["ip", "netns", "pids", ns], capture_output=True, text=True, check=False
-        ).stdout
-        for pid in out.split():
+        for pid in netlink.netns_pids(ns):
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
@@ -179,17 +176,15 @@ def bottleneck_bps(tb: TestbedLike) -> float | None:
 
 
 def parse_bps(value: Any, where: str) -> float | None:
-    """A rate parameter: None/0/"max"/"unlimited" means unlimited; else via models.parse_rate."""
-    if value in (None, 0, "0", "max", "unlimited"):
+    """A rate parameter (`testbed.units.rate`): None, 0 or 'unlimited' means unlimited."""
+    if value in (None, 0, "0"):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    from testbed.models import parse_rate
+    from testbed import units
 
     try:
-        return parse_rate(str(value))
-    except ValueError as exc:
-        raise SpecError(where, "rate", str(exc), "e.g. 10mbit, 950kbit, ethernet") from None
+        return units.rate(value)
+    except units.UnitError as exc:
+        raise SpecError(where, "rate", exc.what, exc.allowed) from None
 
 
 def ip_payload_and_data(p: Mapping[str, Any], ip: int) -> tuple[int, int]:
