@@ -22,7 +22,6 @@ class Qdisc:
     kind: str
     args: tuple[str, ...]
     needs_offload_off: bool = False
-    tbf: tuple[float, int, int] | None = None  # (rate bit/s, burst, limit) for netlink
     stab: tuple[str, ...] = ()  # a size table: how long the qdisc takes each packet to be
 
     def argv(self, ifname: str) -> list[str]:
