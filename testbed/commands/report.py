@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,6 @@ from testbed.errors import UsageError
 from testbed.report import papers
 
 TIERS = ("auto", "host", "vm")
-# topology -> kernel features its [mechanism] needs
-MECHANISM_FEATURES = {"6to4": ("sit",), "isatap": ("sit",), "nat64-jool": ("jool",)}
 DELAY_KINDS = ("pingpong", "ping")
 
 
@@ -140,6 +137,15 @@ HOST_REASONS = {
 }
 
 
+def _feature_kernel_needs(exp: Any, topo: str) -> tuple[str, ...]:
+    """The kernel features a topology's [[features]] declare (e.g. sit, jool)."""
+    from testbed.experiment import find_topology
+    from testbed.features import kernel_needs_of_file
+
+    source = getattr(exp, "file", None)
+    return kernel_needs_of_file(find_topology(topo, Path(source) if source else None))
+
+
 def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str = "auto",
            virtual: bool = False) -> list[Choice]:
     """Per measurement and topology: the host kernel where it has what the measurement needs and
@@ -164,7 +170,7 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str 
         groups: dict[tuple[str, str], list[str]] = {}  # (tier, reason) -> topologies
         for topo in topos:
             needs = base + [(f, f"{topo} needs the {f} module")
-                            for f in MECHANISM_FEATURES.get(topo, ())]
+                            for f in _feature_kernel_needs(exp, topo)]
             features = list(dict.fromkeys(f for f, _ in needs))
             lacking = missing(features) if features else []
             why = "; ".join(w for f, w in needs if f in lacking)
@@ -206,19 +212,6 @@ def _parse_only(spec: str) -> Choice:
         raise UsageError(f"--only {spec!r}: expected EXPERIMENT:MEASUREMENT@TOPOLOGY[+...]"
                          ) from None
     return Choice(exp, meas, tuple(topos.split("+")), "here", "real", "--only", 0)
-
-
-@contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 def _run_ids(db: Path) -> set[str]:
@@ -309,8 +302,7 @@ def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | Non
         argv += ["--only", o]
     print(f"== full-kernel tier: {' '.join(argv)}", file=sys.stderr)
     kw: dict[str, Any] = {"clock": clock} if clock else {}
-    with _env("TESTBED_DB", str(db.resolve())):
-        res = vm.run_in_vm(argv, **kw)
+    res = vm.run_in_vm(argv, db=db, **kw)
     if res.returncode != 0:
         print(f"the full-kernel tier exited with {res.returncode}", file=sys.stderr)
     return 1 if res.returncode else 0
