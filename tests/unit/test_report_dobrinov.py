@@ -55,3 +55,22 @@ def test_stress_figures_from_trials(tmp_path: Path) -> None:
     assert {r.series for r in figs["do-frag-fragments"].rows} == {"MTU 1500", "MTU 68"}
     assert figs["do-max-traffic"].rows[0].series == "IPv4/IPv6 50/50"
     assert figs["do-reset"].rows[0].mean == 1000.0
+
+
+def test_reset_quotes_and_anova_from_trials(tmp_path: Path) -> None:
+    from testbed.report.tables import QUOTE_VALUES
+
+    db = tmp_path / "r.sqlite"
+    with closing(results.connect(db)) as con:
+        run = results.start_run(con, "dobrinov-2016", "quick", {}, {"kernel": "6.1"}, 0)
+        for i, (method, ms) in enumerate((("links", [67.5, 67.8, 66.9, 67.5, 66.8]),
+                                           ("namespace", [66.3, 67.2, 67.4, 66.5, 67.0]))):
+            point = {"method": method}
+            results.write_trial(con, results.TrialRow(
+                f"{run}/reset/{i}", run, "dobrinov-2016", "quick", "reset", "reset", point,
+                results.canonical(point), 0, 1.0, 2.0, "ok", None,
+                {"outage_mean_ms": sum(ms) / 5}, {"params": {}, "outages_ms": ms}, {}, []))
+    ds = load_db(db, experiments=["dobrinov-2016"])
+    assert QUOTE_VALUES["do_reset_sw"](ds) == "0.067 s (n = 5; interfaces down and up)"
+    # the paper's own Table 7 numbers give its Table 8
+    assert QUOTE_VALUES["do_reset_anova"](ds) == "F = 2.29, p = 0.168 (df 1, 8)"
