@@ -72,5 +72,6 @@ def test_reset_quotes_and_anova_from_trials(tmp_path: Path) -> None:
                 {"outage_mean_ms": sum(ms) / 5}, {"params": {}, "outages_ms": ms}, {}, []))
     ds = load_db(db, experiments=["dobrinov-2016"])
     assert QUOTE_VALUES["do_reset_sw"](ds) == "0.067 s (n = 5; interfaces down and up)"
-    # the paper's own Table 7 numbers give its Table 8
-    assert QUOTE_VALUES["do_reset_anova"](ds) == "F = 2.29, p = 0.168 (df 1, 8)"
+    # the paper's own Table 7 numbers (its Table 8 prints F = 2.29, p = 0.168 from a hardware
+    # mean of 66.86 s; the five values listed average 66.88 s)
+    assert QUOTE_VALUES["do_reset_anova"](ds) == "F = 2.19, p = 0.177 (df 1, 8)"
