@@ -13,10 +13,12 @@ import ctypes
 import itertools
 import math
 import os
+import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from testbed.measure import probe
@@ -71,11 +73,14 @@ def precise_sleep() -> None:
 def argv(
     python: str, role: str, *, host: str, port: int, protocol: str = "udp", size: int = 64,
     count: int = 1000, busy_poll: bool = True, timeout_s: float = 1.0, warmup: int = 10,
+    overhead: str | None = None,
 ) -> list[str]:
-    """argv that runs this probe as `role` ("server" or "client")."""
+    """argv that runs this probe as `role` ("server" or "client"); a client with `overhead`
+    (a loopback address) then measures the probe's own cost there too (see `overhead_run`)."""
     opts: dict[str, Any] = {"protocol": protocol, "size": size}
     if role == "client":
-        opts |= {"count": count, "timeout": float(timeout_s), "warmup": warmup}
+        opts |= {"count": count, "timeout": float(timeout_s), "warmup": warmup,
+                 "overhead": overhead}
     opts["busy_poll"] = busy_poll
     return probe.argv(python, MODULE, role, host=host,
                       port=port, options=opts)
@@ -140,8 +145,10 @@ def _recv_exact(sock: socket.socket, n: int, busy: bool, deadline: float) -> byt
     return bytes(buf)
 
 
-def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
-    """Echo every message back until killed (UDP) or the client closes (TCP)."""
+def serve(host: str, port: int, protocol: str, size: int, busy: bool,
+          ready: Callable[[int], None] | None = None) -> int:
+    """Echo every message back until killed (UDP) or the client closes (TCP); `ready` is
+    called with the bound port once the socket can take messages (port 0: any free port)."""
     precise_sleep()
     fam = _family(host)
     if protocol == "udp":
@@ -149,6 +156,8 @@ def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
         s.setblocking(not busy)
+        if ready is not None:
+            ready(s.getsockname()[1])
         while True:
             try:
                 data, peer = s.recvfrom(65535)
@@ -159,6 +168,8 @@ def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port))
     ls.listen(4)
+    if ready is not None:
+        ready(ls.getsockname()[1])
     while True:
         conn, _ = ls.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -241,6 +252,41 @@ def client(
     }
 
 
+def overhead_run(
+    host: str, protocol: str, size: int, count: int, busy: bool, timeout_s: float, warmup: int,
+) -> dict[str, Any]:
+    """The probe's own cost: the same exchange over loopback `host`, with a server forked from
+    this process (no second program start: under the full-kernel tier's emulation each Python
+    start costs seconds). The server runs `serve`, exactly as the network server does."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the server
+        os.close(r)
+        code = 1
+
+        def ready(port: int) -> None:
+            os.write(w, f"{port}\n".encode())
+            os.close(w)
+
+        try:
+            code = serve(host, 0, protocol, max(size, 1), busy, ready)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        with os.fdopen(r) as f:
+            line = f.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"loopback server on {host} did not start (it printed why)")
+        return client(host, int(line), protocol, size, count, busy, timeout_s, warmup)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 def main(argv_: Sequence[str] | None = None) -> int:
     p = probe.parser(MODULE, ("server", "client"), 7777)
     p.add_argument("--protocol", choices=("udp", "tcp"), default="udp")
@@ -249,6 +295,10 @@ def main(argv_: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--timeout", type=float, default=1.0)
     p.add_argument("--busy-poll", action="store_true")
+    p.add_argument("--overhead", metavar="LOOPBACK",
+                   help="client: after printing its document, wait for a line (or the end) "
+                   "on stdin, then run the same exchange over this loopback address with a "
+                   "forked server (the probe's own cost) and print that document too")
     a = p.parse_args(argv_)
     if a.role == "server":
         try:
@@ -257,6 +307,12 @@ def main(argv_: Sequence[str] | None = None) -> int:
             return 0
     probe.emit(client(a.host, a.port, a.protocol, a.size, a.count, a.busy_poll, a.timeout,
                       a.warmup))
+    if a.overhead:
+        # the caller stops the network server (and its CPU sampling) first: wait for its line
+        sys.stdout.flush()
+        sys.stdin.readline()
+        probe.emit(overhead_run(a.overhead, a.protocol, a.size, a.count, a.busy_poll,
+                                a.timeout, a.warmup))
     return 0
 
 

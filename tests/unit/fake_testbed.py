@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import subprocess
 from collections.abc import Callable, Mapping
@@ -33,6 +34,8 @@ class FakePopen:
 
     def __init__(self, stdout: str, on_end: Callable[[], None] | None) -> None:
         self.stdout_text = stdout
+        self.stdout = io.StringIO(stdout)  # a runner may read lines before communicate()
+        self.stdin_text = ""
         self.on_end = on_end
         self.returncode: int | None = None
 
@@ -43,9 +46,11 @@ class FakePopen:
             self.returncode = 0
         return self.returncode
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+    def communicate(self, input: str | None = None,
+                    timeout: float | None = None) -> tuple[str, str]:
+        self.stdin_text += input or ""
         self._end()
-        return self.stdout_text, ""
+        return self.stdout.read(), ""
 
     def wait(self, timeout: float | None = None) -> int:
         return self._end()

@@ -443,16 +443,28 @@ def wait_listening(
     deadline_s: float = 60.0,
     what: str = "server",
 ) -> None:
-    """Poll `ss` until something listens on `port` in `node` (or fail saying what did not).
+    """Wait until something listens on `port` in `node` (or fail saying what did not).
+
+    With the server's process (`proc`) and a real namespace, the socket tables are read from
+    /proc/PID/net of that process: no program is started per poll (`ip netns exec` + `ss`,
+    two program starts that cost seconds each under the full-kernel tier's emulation).
+    Otherwise (a fake testbed, no process) `ss` is polled in the node.
 
     The deadline is a `waiting.Deadline`: host wall time in a virtual-clock guest, where the
     guest clock leaps while the server starts (it reads its program over 9p). A server that
     dies ends the wait at once; the long deadline is for a slow start (a Python probe starting
     under the full-kernel tier's software emulation on a busy host takes > 10 s).
     """
+    from testbed import netlink
+
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
+    ns = tb.netns(node)
+    by_proc = proc is not None and isinstance(getattr(proc, "pid", None), int) \
+        and netlink.netns_exists(ns)
 
     def listening() -> bool:
+        if by_proc:
+            return netlink.listening_in_netns_of(proc.pid, ns, port, proto)
         out = tb.run(node, ["ss", flag, "sport", "=", f":{port}"], check=False).stdout
         return bool(out.strip())
 
