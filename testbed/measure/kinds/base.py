@@ -458,13 +458,14 @@ def wait_listening(
     from testbed import netlink
 
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
-    ns = tb.netns(node)
-    by_proc = proc is not None and isinstance(getattr(proc, "pid", None), int) \
-        and netlink.netns_exists(ns)
+    pid = getattr(proc, "pid", None)
+    ns = tb.netns(node) if isinstance(pid, int) and hasattr(tb, "netns") else None
+    by_proc = ns is not None and netlink.netns_exists(ns)
 
     def listening() -> bool:
         if by_proc:
-            return netlink.listening_in_netns_of(proc.pid, ns, port, proto)
+            assert isinstance(pid, int) and ns is not None
+            return netlink.listening_in_netns_of(pid, ns, port, proto)
         out = tb.run(node, ["ss", flag, "sport", "=", f":{port}"], check=False).stdout
         return bool(out.strip())
 
