@@ -17,11 +17,13 @@ import signal
 import socket
 import sys
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from testbed.measure import probe
+
+TYPE_CHECKING = False  # typing costs a probe start milliseconds (seconds emulated)
+if TYPE_CHECKING:
+    from typing import Any
 
 MODULE = "testbed.measure.pingpong"
 
@@ -271,6 +273,8 @@ def overhead_run(
         try:
             code = serve(host, 0, protocol, max(size, 1), busy, ready)
         except BaseException:
+            import traceback
+
             traceback.print_exc()
         finally:
             os._exit(code)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs a probe start milliseconds (seconds emulated)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def parser(module: str, roles: Sequence[str], port: int) -> argparse.ArgumentParser:
@@ -44,6 +47,7 @@ def emit(doc: Mapping[str, Any], out: str = "-") -> None:
     if out == "-":
         sys.stdout.write(text)
         return
-    tmp = Path(out + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, out)
