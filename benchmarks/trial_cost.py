@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import waiting
-from testbed.measure import kinds
+from testbed.measure import kinds, probe
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
 
@@ -52,9 +52,9 @@ class Timed:
 
     @staticmethod
     def label(argv: list[str]) -> str:
-        if "-m" in argv:
-            i = argv.index("-m")
-            return f"{argv[i + 1].rsplit('.', 1)[-1]} {argv[i + 2]}"
+        found = probe.program_of(argv)
+        if found is not None:
+            return f"{found[0].rsplit('.', 1)[-1]} {found[1]}"
         return " ".join(Path(a).name for a in argv[:2])
 
     def run(self, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -87,6 +87,7 @@ def starts(tb: Testbed, n: int = 3) -> dict[str, float]:
         "python -I -S -c pass": [py, "-I", "-S", "-c", "pass"],
         "python import pingpong": [py, "-c", "import testbed.measure.pingpong"],
         "pingpong --help": [py, "-m", "testbed.measure.pingpong", "--help"],
+        "probe start --help": [*probe.start(py, "testbed.measure.pingpong"), "--help"],
     }
     out = {}
     for name, argv in cases.items():

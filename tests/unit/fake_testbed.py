@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from testbed.measure import probe
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 Answer = str | Callable[[list[str]], str]
@@ -22,8 +24,9 @@ def data(name: str) -> str:
 def program(argv: list[str]) -> str:
     """What an argv runs, as the answers are keyed: "udpprobe recv", "pingpong client",
     "iperf3 -c", "iperf3 -s", "ping"."""
-    if len(argv) > 3 and argv[1] == "-m":
-        return f"{argv[2].rsplit('.', 1)[-1]} {argv[3]}"
+    found = probe.program_of(argv)
+    if found is not None:
+        return f"{found[0].rsplit('.', 1)[-1]} {found[1]}"
     if argv[0] == "iperf3":
         return "iperf3 -c" if "-c" in argv else "iperf3 -s"
     return argv[0]
