@@ -116,14 +116,16 @@ PINGPONG = {"ip": 4, "ip_payload": 100, "count": 100, "cpu": False}
 IPERF3 = {"ip": 4, "protocol": "udp", "duration": 1, "rate": 5, "cpu": False}
 
 
-def measure(trials: int) -> dict[str, Any]:
+def measure(trials: int, which: tuple[str, ...] = ("pingpong", "iperf3"),
+            starts_too: bool = True) -> dict[str, Any]:
     topo = load_topology(CHAIN, {"routers": "0", "rate": "ethernet"})
     doc: dict[str, Any] = {"clock": waiting.clock_name(), "trials": []}
     with Testbed(topo) as tb:
-        doc["starts_s"] = starts(tb)
+        doc["starts_s"] = starts(tb) if starts_too else {}
         for _ in range(trials):
-            doc["trials"].append(trial(tb, "pingpong", PINGPONG))
-            doc["trials"].append(trial(tb, "iperf3", IPERF3))
+            for kind in which:
+                doc["trials"].append(trial(tb, kind, {"pingpong": PINGPONG,
+                                                      "iperf3": IPERF3}[kind]))
     return doc
 
 
@@ -157,13 +159,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--json", help="also write the document here")
+    ap.add_argument("--kinds", default="pingpong,iperf3", help="which trials, in turn")
+    ap.add_argument("--no-starts", action="store_true", help="skip the program-start costs")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     a = ap.parse_args()
     if a.compare:
         compare(*(json.loads(Path(f).read_text()) for f in a.compare))
         return 0
     t = time.monotonic()
-    doc = measure(a.trials)
+    doc = measure(a.trials, tuple(a.kinds.split(",")), not a.no_starts)
     show(doc)
     print("JSON " + json.dumps(doc))
     if a.json:

@@ -98,6 +98,21 @@ def test_overhead_run_forks_its_server_and_reaps_it(protocol: str) -> None:
         os.waitpid(-1, os.WNOHANG)
 
 
+def test_loopback_forked_at_the_start_runs_when_told() -> None:
+    """The loopback run is forked before the network run and waits; `run()` starts it (its
+    own forked server) and returns its document; every child is reaped."""
+    loop = pingpong.Loopback("127.0.0.1", "udp", 16, 15, False, 1.0, 2)
+    assert os.waitpid(loop.pid, os.WNOHANG) == (0, 0)  # waiting, not done
+    doc = loop.run()
+    assert doc["owd"]["n"] == 15 and doc["lost"] == 0 and doc["host"] == "127.0.0.1"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+    idle = pingpong.Loopback("::1", "tcp", 16, 15, False, 1.0, 2)
+    idle.cancel()  # the client failed: the child ends without a run
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
 def test_client_prints_network_then_waits_then_loopback() -> None:
     """`client --overhead`: first document, then nothing until a line on stdin, then the
     loopback document (the runner stops the network server in between)."""
