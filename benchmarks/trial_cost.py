@@ -100,15 +100,29 @@ def starts(tb: Testbed, n: int = 3) -> dict[str, float]:
     return out
 
 
-def trial(tb: Testbed, kind: str, given: dict[str, Any]) -> dict[str, Any]:
+def separate_loopback(tb: Any, p: dict[str, Any], ctx: kinds.Context) -> kinds.Measured:
+    """pingpong as before the fast path: the loopback overhead a second exchange (its own
+    server and client programs), to compare the two ways in one boot."""
+    from testbed.measure.kinds import pingpong as kind
+
+    m = kind.run(tb, {**p, "overhead": False}, ctx)
+    lo = kind.exchange(tb, p["client"], p["client"], "127.0.0.1", p, ctx, kind.message_size(p))
+    m.metrics["probe_overhead_median_us"] = lo["owd"]["median_us"]
+    return m
+
+
+def trial(tb: Testbed, kind: str, given: dict[str, Any], variant: str = "") -> dict[str, Any]:
     timed = Timed(tb)
     params = kinds.validate_params(kind, given, "benchmark", kind)
     t = now()
-    m = kinds.measure(kind, timed, params, kinds.Context())  # type: ignore[arg-type]
+    if variant:
+        m = separate_loopback(timed, params, kinds.Context())
+    else:
+        m = kinds.measure(kind, timed, params, kinds.Context())  # type: ignore[arg-type]
     total = now() - t
     keep = ("owd_median_us", "probe_overhead_median_us", "receiver_bps", "lost")
-    return {"kind": kind, "wall_s": total, "metrics": {k: v for k, v in m.metrics.items()
-                                                        if k in keep},
+    return {"kind": kind + (f" ({variant})" if variant else ""), "wall_s": total,
+            "metrics": {k: v for k, v in m.metrics.items() if k in keep},
             "spent_s": dict(timed.spent), "calls": dict(timed.calls)}
 
 
@@ -124,8 +138,18 @@ def measure(trials: int, which: tuple[str, ...] = ("pingpong", "iperf3"),
         doc["starts_s"] = starts(tb) if starts_too else {}
         for _ in range(trials):
             for kind in which:
-                doc["trials"].append(trial(tb, kind, {"pingpong": PINGPONG,
-                                                      "iperf3": IPERF3}[kind]))
+                if kind == "pingpong-separate":  # loopback as a second exchange, probes -S
+                    doc["trials"].append(trial(tb, "pingpong", PINGPONG, "separate, -S"))
+                elif kind == "pingpong-old":  # ... and started with -m (site) as before
+                    start = probe.start
+                    probe.start = lambda py, module: [py, "-m", module]  # type: ignore
+                    try:
+                        doc["trials"].append(trial(tb, "pingpong", PINGPONG, "separate, -m"))
+                    finally:
+                        probe.start = start  # type: ignore
+                else:
+                    doc["trials"].append(trial(tb, kind, {"pingpong": PINGPONG,
+                                                          "iperf3": IPERF3}[kind]))
     return doc
 
 

@@ -4,6 +4,7 @@ start). Loopback traffic of this test process only."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -79,6 +80,30 @@ def test_wait_listening_reads_proc_instead_of_starting_ss(own_netns: str) -> Non
     with pytest.raises(DaemonError, match="did not listen"):
         base.wait_listening(tb, "h1", port, "udp", me, deadline_s=0.05)  # type: ignore[arg-type]
     assert tb.runs == []
+
+
+def test_serve_reads_proc_for_probes_and_polls_ss_for_third_party_servers(
+        own_netns: str, tmp_path: Path) -> None:
+    class Tb(NoSsTestbed):
+        def popen(self, node: str, argv: list[str], **kw: Any) -> Any:
+            return SimpleNamespace(pid=os.getpid(), alive=lambda: True,
+                                   stop=lambda grace=2.0: 0)
+
+        def run(self, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+            self.runs.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "UNCONN 0 0 *:1", "")
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.bind(("127.0.0.1", 0))
+        port = u.getsockname()[1]
+        for argv, polls in ((lambda p, _o: pingpong.argv("py", "server", host="h", port=p), 0),
+                            (lambda p, _o: ["iperf3", "-s", "-p", str(p)], 1)):
+            tb = Tb(own_netns)
+            ctx = base.Context(python="py", scratch=tmp_path)
+            ctx._ports = itertools.count(port)
+            with base.serve(tb, ctx, "h1", argv, proto="udp", what="s", name="s") as srv:
+                assert srv.port == port
+            assert len(tb.runs) == polls and all(r[0] == "ss" for r in tb.runs)
 
 
 def test_wait_listening_polls_ss_without_a_real_namespace() -> None:
