@@ -100,25 +100,12 @@ def starts(tb: Testbed, n: int = 3) -> dict[str, float]:
     return out
 
 
-def separate_loopback(tb: Any, p: dict[str, Any], ctx: kinds.Context) -> kinds.Measured:
-    """pingpong as before the fast path: the loopback overhead a second exchange (its own
-    server and client programs), to compare the two ways in one boot."""
-    from testbed.measure.kinds import pingpong as kind
-
-    m = kind.run(tb, {**p, "overhead": False}, ctx)
-    lo = kind.exchange(tb, p["client"], p["client"], "127.0.0.1", p, ctx, kind.message_size(p))
-    m.metrics["probe_overhead_median_us"] = lo["owd"]["median_us"]
-    return m
-
-
 def trial(tb: Testbed, kind: str, given: dict[str, Any], variant: str = "") -> dict[str, Any]:
+    """One trial through a wrapper that times each program it runs."""
     timed = Timed(tb)
     params = kinds.validate_params(kind, given, "benchmark", kind)
     t = now()
-    if variant:
-        m = separate_loopback(timed, params, kinds.Context())
-    else:
-        m = kinds.measure(kind, timed, params, kinds.Context())  # type: ignore[arg-type]
+    m = kinds.measure(kind, timed, params, kinds.Context())  # type: ignore[arg-type]
     total = now() - t
     keep = ("owd_median_us", "probe_overhead_median_us", "receiver_bps", "lost")
     return {"kind": kind + (f" ({variant})" if variant else ""), "wall_s": total,
@@ -138,13 +125,14 @@ def measure(trials: int, which: tuple[str, ...] = ("pingpong", "iperf3"),
         doc["starts_s"] = starts(tb) if starts_too else {}
         for _ in range(trials):
             for kind in which:
-                if kind == "pingpong-separate":  # loopback as a second exchange, probes -S
-                    doc["trials"].append(trial(tb, "pingpong", PINGPONG, "separate, -S"))
-                elif kind == "pingpong-old":  # ... and started with -m (site) as before
+                if kind == "pingpong-fork":  # the loopback run forked by the client
+                    doc["trials"].append(trial(tb, "pingpong",
+                                               {**PINGPONG, "overhead_fork": True}, "fork"))
+                elif kind == "pingpong-old":  # probes started with -m (site), as before
                     start = probe.start
                     probe.start = lambda py, module: [py, "-m", module]  # type: ignore
                     try:
-                        doc["trials"].append(trial(tb, "pingpong", PINGPONG, "separate, -m"))
+                        doc["trials"].append(trial(tb, "pingpong", PINGPONG, "-m"))
                     finally:
                         probe.start = start  # type: ignore
                 else:

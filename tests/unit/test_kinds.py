@@ -156,15 +156,32 @@ def test_ping(tmp_path: Path) -> None:
 
 
 def test_pingpong_with_its_loopback_overhead(tmp_path: Path) -> None:
-    """One client start does both runs: it prints the network document, waits for the
-    go-ahead, then measures the loopback overhead with a server it forks (second document)."""
+    """By default the loopback run is a second exchange: its own server and client."""
     doc = json.loads(data("pingpong_udp_v6.json"))
-    loop = dict(doc, owd=dict(doc["owd"], median_us=3.25, mean_us=3.5), host="::1")
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc) + "\n" + json.dumps(loop)})
+    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
     m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200), ctx())
     assert m.metrics["owd_median_us"] == doc["owd"]["median_us"]
     assert m.metrics["rtt_median_us"] == 2 * doc["owd"]["median_us"]
     assert m.metrics["message_bytes"] == 100.0
+    assert m.metrics["probe_overhead_median_us"] == doc["owd"]["median_us"]
+    main, loop = tb.started("pingpong client")
+    assert main[main.index("--host") + 1] == "fd00::3" and "--count" in main
+    assert loop[loop.index("--host") + 1] == "::1"
+    assert "--overhead" not in main and "--overhead" not in loop
+    servers = tb.started("pingpong server")
+    assert len(servers) == 2 and all(p.stopped for p in tb.procs)
+    check_clean(tb, m, "pingpong")
+
+
+def test_pingpong_with_its_loopback_overhead_forked(tmp_path: Path) -> None:
+    """overhead_fork: one client start does both runs: it prints the network document, waits
+    for the go-ahead, then measures the loopback overhead with forked processes."""
+    doc = json.loads(data("pingpong_udp_v6.json"))
+    loop = dict(doc, owd=dict(doc["owd"], median_us=3.25, mean_us=3.5), host="::1")
+    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc) + "\n" + json.dumps(loop)})
+    m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200,
+                                       overhead_fork=True), ctx())
+    assert m.metrics["owd_median_us"] == doc["owd"]["median_us"]
     assert m.metrics["probe_overhead_median_us"] == 3.25
     assert m.metrics["probe_overhead_mean_us"] == 3.5
     (main,) = tb.started("pingpong client")
@@ -202,7 +219,8 @@ def test_pingpong_overhead_from_an_older_probe(tmp_path: Path) -> None:
     exchange (its own server and client), as before."""
     doc = json.loads(data("pingpong_udp_v6.json"))
     tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
-    m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200), ctx())
+    m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200,
+                                       overhead_fork=True), ctx())
     assert m.metrics["probe_overhead_median_us"] == doc["owd"]["median_us"]
     main, loop = tb.started("pingpong client")
     assert main[main.index("--overhead") + 1] == "::1"  # asked, but it did not
@@ -214,7 +232,7 @@ def test_pingpong_overhead_from_an_older_probe(tmp_path: Path) -> None:
 def test_pingpong_client_that_fails_says_what_it_printed(tmp_path: Path) -> None:
     tb = FakeTestbed(tmp_path, {"pingpong client": ""})
     with pytest.raises(CommandError, match="no JSON document"):
-        measure("pingpong", tb, params("pingpong", ip=4, count=10), ctx())
+        measure("pingpong", tb, params("pingpong", ip=4, count=10, overhead_fork=True), ctx())
     assert tb.leftovers() == []
 
 

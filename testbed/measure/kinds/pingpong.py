@@ -105,7 +105,8 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
         cpu = window.enter_context(base.cpu_window(tb, p, KIND))
         doc = exchange(tb, p["server"], p["client"], tb.address(p["server"], ip_v), p, ctx, size,
                        listen=base.listen_address(tb, p["server"], ip_v),
-                       overhead=lo if p.get("overhead", True) else None, between=window.close)
+                       overhead=lo if p.get("overhead", True) and p.get("overhead_fork")
+                       else None, between=window.close)
     owd = doc["owd"]
     metrics = {f"owd_{k}": float(owd[k]) for k in OWD if k in owd}
     # the round trip itself, as zeadally-2004 reports it (owd_* are RTT/2)
@@ -139,6 +140,8 @@ ip_payload | size |  |  | IP payload bytes (UDP/TCP header + message)
 count | int | 1000 | max 10000000 | round trips
 busy_poll | bool | true |  | spin instead of blocking when client and server fit on the CPUs
 overhead | bool | true |  | also run the probe over loopback (its own cost)
+overhead_fork | bool | false |  | the loopback run forked by the client, not two more programs: \
+~3.5 s less a trial in the full-kernel tier; its overhead reads 0.2-1.5 µs higher there
 keep_samples | bool | true |  | store every round trip in the result
 """)
 
