@@ -18,6 +18,7 @@ It prints, on the host's wall clock (`testbed.waiting.host_time`: the guest's ow
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import Any
 
 from testbed import waiting
 from testbed.measure import kinds, probe
+from testbed.measure.kinds import base
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
 
@@ -100,6 +102,11 @@ def starts(tb: Testbed, n: int = 3) -> dict[str, float]:
     return out
 
 
+def by_ss(wait: Any, *a: Any, **kw: Any) -> None:
+    """`base.wait_listening` as before: `ss` polls for every server."""
+    wait(*a, **{**kw, "read_proc": False})
+
+
 def trial(tb: Testbed, kind: str, given: dict[str, Any], variant: str = "") -> dict[str, Any]:
     """One trial through a wrapper that times each program it runs."""
     timed = Timed(tb)
@@ -128,13 +135,17 @@ def measure(trials: int, which: tuple[str, ...] = ("pingpong", "iperf3"),
                 if kind == "pingpong-fork":  # the loopback run forked by the client
                     doc["trials"].append(trial(tb, "pingpong",
                                                {**PINGPONG, "overhead_fork": True}, "fork"))
-                elif kind == "pingpong-old":  # probes started with -m (site), as before
-                    start = probe.start
+                elif kind in ("pingpong-old", "pingpong-before"):
+                    # probes started with -m (site); "before": readiness by `ss` polls too
+                    start, wait = probe.start, base.wait_listening
                     probe.start = lambda py, module: [py, "-m", module]  # type: ignore
+                    if kind == "pingpong-before":
+                        base.wait_listening = functools.partial(  # type: ignore
+                            by_ss, wait)
                     try:
-                        doc["trials"].append(trial(tb, "pingpong", PINGPONG, "-m"))
+                        doc["trials"].append(trial(tb, "pingpong", PINGPONG, kind[9:]))
                     finally:
-                        probe.start = start  # type: ignore
+                        probe.start, base.wait_listening = start, wait  # type: ignore
                 else:
                     doc["trials"].append(trial(tb, kind, {"pingpong": PINGPONG,
                                                           "iperf3": IPERF3}[kind]))
