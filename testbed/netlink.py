@@ -119,6 +119,32 @@ def netns_pids(name: str) -> list[int]:
     return pids
 
 
+PROC_NET_STATE = {"tcp": "0A", "udp": "07"}  # LISTEN; a bound, unconnected UDP socket
+
+
+def listening_in_netns_of(pid: int, name: str, port: int, proto: str) -> bool:
+    """Whether a socket listens on `port` (`proto` "tcp" or "udp", IPv4 or IPv6) in namespace
+    `name`, read from /proc/PID/net of a process in it: no program is started (in the
+    full-kernel tier each `ip netns exec ... ss` costs seconds). False while `pid` is not (yet)
+    in that namespace, or is gone."""
+    ino = netns_inode(name)
+    want = PROC_NET_STATE[proto]
+    try:
+        if ino is None or os.stat(f"/proc/{pid}/ns/net").st_ino != ino:
+            return False
+        for table in (proto, proto + "6"):
+            with open(f"/proc/{pid}/net/{table}") as f:
+                next(f, None)  # header
+                for line in f:
+                    cols = line.split()
+                    if (len(cols) > 3 and cols[3] == want
+                            and int(cols[1].rsplit(":", 1)[1], 16) == port):
+                        return True
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    return False
+
+
 @contextmanager
 def inside_netns(name: str) -> Iterator[None]:
     """Run the body with this process's network namespace switched to `name`."""

@@ -312,9 +312,26 @@ class VmSpec:
         return self.scratch / "guest.sh"
 
 
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def precompile(package: Path = PACKAGE_DIR) -> None:
+    """Bring the package's bytecode up to date on the host before a boot: the guest runs with
+    PYTHONDONTWRITEBYTECODE over a read-only root, so a stale .pyc is recompiled at every
+    program start there (each probe start under emulation). Best effort (a read-only
+    checkout keeps what it has)."""
+    import compileall
+
+    with contextlib.suppress(OSError), open(os.devnull, "w") as quiet, \
+            contextlib.redirect_stdout(quiet):
+        compileall.compile_dir(str(package), quiet=2, workers=1)
+
+
 def default_loose_dirs(rwdirs: Sequence[Path]) -> tuple[Path, ...]:
-    """Read-mostly trees worth caching in the guest: the Pythons, /usr; never above a rwdir."""
+    """Read-mostly trees worth caching in the guest: the Pythons, /usr, this package (every
+    probe start imports from it); never above a rwdir."""
     candidates = [
+        PACKAGE_DIR,
         Path(sys.prefix),
         Path(sys.base_prefix),
         Path("/usr/lib"),
@@ -624,6 +641,7 @@ def run_in_vm(
         )
         spec.script.write_text(guest_script(spec))
         (scratch / HOST_CLOCK_FILE).write_bytes(b"")
+        precompile()
         result = _boot(spec, vng)
         if not result.booted and use_kvm and kvm is None:
             if result.hung:

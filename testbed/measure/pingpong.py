@@ -11,15 +11,20 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import itertools
+import json
 import math
 import os
+import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from testbed.measure import probe
+
+TYPE_CHECKING = False  # typing costs a probe start milliseconds (seconds emulated)
+if TYPE_CHECKING:
+    from typing import Any
 
 MODULE = "testbed.measure.pingpong"
 
@@ -71,11 +76,14 @@ def precise_sleep() -> None:
 def argv(
     python: str, role: str, *, host: str, port: int, protocol: str = "udp", size: int = 64,
     count: int = 1000, busy_poll: bool = True, timeout_s: float = 1.0, warmup: int = 10,
+    overhead: str | None = None,
 ) -> list[str]:
-    """argv that runs this probe as `role` ("server" or "client")."""
+    """argv that runs this probe as `role` ("server" or "client"); a client with `overhead`
+    (a loopback address) then measures the probe's own cost there too (see `overhead_run`)."""
     opts: dict[str, Any] = {"protocol": protocol, "size": size}
     if role == "client":
-        opts |= {"count": count, "timeout": float(timeout_s), "warmup": warmup}
+        opts |= {"count": count, "timeout": float(timeout_s), "warmup": warmup,
+                 "overhead": overhead}
     opts["busy_poll"] = busy_poll
     return probe.argv(python, MODULE, role, host=host,
                       port=port, options=opts)
@@ -140,8 +148,10 @@ def _recv_exact(sock: socket.socket, n: int, busy: bool, deadline: float) -> byt
     return bytes(buf)
 
 
-def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
-    """Echo every message back until killed (UDP) or the client closes (TCP)."""
+def serve(host: str, port: int, protocol: str, size: int, busy: bool,
+          ready: Callable[[int], None] | None = None) -> int:
+    """Echo every message back until killed (UDP) or the client closes (TCP); `ready` is
+    called with the bound port once the socket can take messages (port 0: any free port)."""
     precise_sleep()
     fam = _family(host)
     if protocol == "udp":
@@ -149,6 +159,8 @@ def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
         s.setblocking(not busy)
+        if ready is not None:
+            ready(s.getsockname()[1])
         while True:
             try:
                 data, peer = s.recvfrom(65535)
@@ -159,6 +171,8 @@ def serve(host: str, port: int, protocol: str, size: int, busy: bool) -> int:
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port))
     ls.listen(4)
+    if ready is not None:
+        ready(ls.getsockname()[1])
     while True:
         conn, _ = ls.accept()
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -241,6 +255,96 @@ def client(
     }
 
 
+def overhead_run(
+    host: str, protocol: str, size: int, count: int, busy: bool, timeout_s: float, warmup: int,
+) -> dict[str, Any]:
+    """The probe's own cost: the same exchange over loopback `host`, with a server forked from
+    this process (no second program start: under the full-kernel tier's emulation each Python
+    start costs seconds). The server runs `serve`, exactly as the network server does."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the server
+        os.close(r)
+        code = 1
+
+        def ready(port: int) -> None:
+            os.write(w, f"{port}\n".encode())
+            os.close(w)
+
+        try:
+            code = serve(host, 0, protocol, max(size, 1), busy, ready)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    os.close(w)
+    try:
+        with os.fdopen(r) as f:
+            line = f.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"loopback server on {host} did not start (it printed why)")
+        return client(host, int(line), protocol, size, count, busy, timeout_s, warmup)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+class Loopback:
+    """The loopback (overhead) run, forked at the client's start, before the network run: it
+    waits for `run()`, then forks its server and runs the client, both from the state of a
+    freshly started probe, as the separate programs they replace were (the allocator's state
+    after a run changes the instructions an exchange costs, i.e. the virtual-clock time)."""
+
+    def __init__(self, host: str, protocol: str, size: int, count: int, busy: bool,
+                 timeout_s: float, warmup: int) -> None:
+        go_r, self.go = os.pipe()
+        self.result, res_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.go)
+            os.close(self.result)
+            code = 1
+            try:
+                if os.read(go_r, 1) == b"g":  # nothing: the client ended without a loopback run
+                    doc = overhead_run(host, protocol, size, count, busy, timeout_s, warmup)
+                    data = (json.dumps(doc) + "\n").encode()
+                    while data:
+                        data = data[os.write(res_w, data):]
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(go_r)
+        os.close(res_w)
+
+    def run(self) -> dict[str, Any]:
+        """Start the loopback run and wait for its document."""
+        os.write(self.go, b"g")
+        os.close(self.go)
+        with os.fdopen(self.result, "rb") as f:
+            data = f.read()
+        os.waitpid(self.pid, 0)
+        self.pid = 0
+        if not data.strip():
+            raise RuntimeError("the loopback run printed no document (its error is above)")
+        doc: dict[str, Any] = json.loads(data)
+        return doc
+
+    def cancel(self) -> None:
+        """No loopback run after all: the child ends (it reads the end of its pipe)."""
+        if self.pid:
+            os.close(self.go)
+            os.close(self.result)
+            os.waitpid(self.pid, 0)
+            self.pid = 0
+
+
 def main(argv_: Sequence[str] | None = None) -> int:
     p = probe.parser(MODULE, ("server", "client"), 7777)
     p.add_argument("--protocol", choices=("udp", "tcp"), default="udp")
@@ -249,14 +353,32 @@ def main(argv_: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--timeout", type=float, default=1.0)
     p.add_argument("--busy-poll", action="store_true")
+    p.add_argument("--overhead", metavar="LOOPBACK",
+                   help="client: after printing its document, wait for a line (or the end) "
+                   "on stdin, then run the same exchange over this loopback address with a "
+                   "forked server (the probe's own cost) and print that document too")
     a = p.parse_args(argv_)
     if a.role == "server":
         try:
             return serve(a.host, a.port, a.protocol, max(a.size, 1), a.busy_poll)
         except KeyboardInterrupt:
             return 0
-    probe.emit(client(a.host, a.port, a.protocol, a.size, a.count, a.busy_poll, a.timeout,
-                      a.warmup))
+    loop = None
+    if a.overhead:
+        loop = Loopback(a.overhead, a.protocol, a.size, a.count, a.busy_poll, a.timeout,
+                        a.warmup)
+    try:
+        probe.emit(client(a.host, a.port, a.protocol, a.size, a.count, a.busy_poll, a.timeout,
+                          a.warmup))
+    except BaseException:
+        if loop is not None:
+            loop.cancel()
+        raise
+    if loop is not None:
+        # the caller stops the network server (and its CPU sampling) first: wait for its line
+        sys.stdout.flush()
+        sys.stdin.readline()
+        probe.emit(loop.run())
     return 0
 
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs a probe start milliseconds (seconds emulated)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def parser(module: str, roles: Sequence[str], port: int) -> argparse.ArgumentParser:
@@ -20,11 +23,35 @@ def parser(module: str, roles: Sequence[str], port: int) -> argparse.ArgumentPar
     return p
 
 
+# The folder holding the `testbed` package: first on a probe's sys.path (see `start`).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+START = "import sys; sys.path.insert(0, {root!r}); import {module} as m; sys.exit(m.main())"
+
+
+def start(python: str, module: str) -> list[str]:
+    """The start of a probe's argv: `python -S -c START` (then its arguments), the same as
+    `python -m module` but without the `site` module (a venv's site-packages and .pth files,
+    an editable install's import finder), which the probes (standard library only) do not
+    need and which costs half a second a start under the full-kernel tier's emulation."""
+    return [python, "-S", "-c", START.format(root=ROOT, module=module)]
+
+
+def program_of(argv: Sequence[str]) -> tuple[str, str] | None:
+    """(module, role) of a probe argv built by `argv` (or `python -m module role`), else None."""
+    if len(argv) > 3 and argv[1] == "-m":
+        return argv[2], argv[3]
+    if len(argv) > 4 and list(argv[1:3]) == ["-S", "-c"] and " import " in argv[3]:
+        module = argv[3].split(" import ")[1].split(" as m;")[0]
+        return module, argv[4]
+    return None
+
+
 def argv(python: str, module: str, role: str, *, host: str, port: int,
          options: Mapping[str, Any] | None = None) -> list[str]:
-    """argv that runs probe `module` as `role`; `options` become `--name value` (None: left
-    out, True: a bare flag, False: left out; floats in their shortest exact form)."""
-    a = [python, "-m", module, role, "--host", host, "--port", str(port)]
+    """argv that runs probe `module` as `role` (see `start`); `options` become `--name value`
+    (None: left out, True: a bare flag, False: left out; floats in their shortest exact
+    form)."""
+    a = [*start(python, module), role, "--host", host, "--port", str(port)]
     for name, value in (options or {}).items():
         flag = "--" + name.replace("_", "-")
         if value is None or value is False:
@@ -44,6 +71,7 @@ def emit(doc: Mapping[str, Any], out: str = "-") -> None:
     if out == "-":
         sys.stdout.write(text)
         return
-    tmp = Path(out + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, out)

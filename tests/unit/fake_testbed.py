@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+from testbed.measure import probe
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -21,8 +24,9 @@ def data(name: str) -> str:
 def program(argv: list[str]) -> str:
     """What an argv runs, as the answers are keyed: "udpprobe recv", "pingpong client",
     "iperf3 -c", "iperf3 -s", "ping"."""
-    if len(argv) > 3 and argv[1] == "-m":
-        return f"{argv[2].rsplit('.', 1)[-1]} {argv[3]}"
+    found = probe.program_of(argv)
+    if found is not None:
+        return f"{found[0].rsplit('.', 1)[-1]} {found[1]}"
     if argv[0] == "iperf3":
         return "iperf3 -c" if "-c" in argv else "iperf3 -s"
     return argv[0]
@@ -33,6 +37,8 @@ class FakePopen:
 
     def __init__(self, stdout: str, on_end: Callable[[], None] | None) -> None:
         self.stdout_text = stdout
+        self.stdout = io.StringIO(stdout)  # a runner may read lines before communicate()
+        self.stdin_text = ""
         self.on_end = on_end
         self.returncode: int | None = None
 
@@ -43,9 +49,11 @@ class FakePopen:
             self.returncode = 0
         return self.returncode
 
-    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+    def communicate(self, input: str | None = None,
+                    timeout: float | None = None) -> tuple[str, str]:
+        self.stdin_text += input or ""
         self._end()
-        return self.stdout_text, ""
+        return self.stdout.read(), ""
 
     def wait(self, timeout: float | None = None) -> int:
         return self._end()

@@ -20,6 +20,10 @@ PROCESS_CALLS = {
                                 "posix_spawnp", "fork", "forkpty")}
 
 
+# a probe (a program run in a node) may fork a copy of itself — it starts no program
+PROBE_FORKS = {"testbed/measure/pingpong.py": (("os", "fork"),)}  # its loopback server
+
+
 def _rel(path: Path) -> str:
     return path.relative_to(PACKAGE.parent).as_posix()
 
@@ -64,7 +68,9 @@ def test_the_rules_see_modules() -> None:
 def test_only_processes_starts_processes(path: Path) -> None:
     if path.name == "processes.py" and path.parent == PACKAGE:
         return
-    found = ", ".join(f"{m}.{n} line {ln}" for m, n, ln in _calls(_tree(path)))
+    allowed = PROBE_FORKS.get(_rel(path), ())
+    found = ", ".join(f"{m}.{n} line {ln}" for m, n, ln in _calls(_tree(path))
+                      if (m, n) not in allowed)
     assert not found, (
         f"{_rel(path)} starts processes itself ({found}): "
         "use testbed.processes (run, spawn, interactive, ManagedProcess)"

@@ -156,6 +156,7 @@ def test_ping(tmp_path: Path) -> None:
 
 
 def test_pingpong_with_its_loopback_overhead(tmp_path: Path) -> None:
+    """By default the loopback run is a second exchange: its own server and client."""
     doc = json.loads(data("pingpong_udp_v6.json"))
     tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
     m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200), ctx())
@@ -166,8 +167,81 @@ def test_pingpong_with_its_loopback_overhead(tmp_path: Path) -> None:
     main, loop = tb.started("pingpong client")
     assert main[main.index("--host") + 1] == "fd00::3" and "--count" in main
     assert loop[loop.index("--host") + 1] == "::1"
+    assert "--overhead" not in main and "--overhead" not in loop
     servers = tb.started("pingpong server")
     assert len(servers) == 2 and all(p.stopped for p in tb.procs)
+    check_clean(tb, m, "pingpong")
+
+
+def test_pingpong_with_its_loopback_overhead_forked(tmp_path: Path) -> None:
+    """overhead_fork: one client start does both runs: it prints the network document, waits
+    for the go-ahead, then measures the loopback overhead with forked processes."""
+    doc = json.loads(data("pingpong_udp_v6.json"))
+    loop = dict(doc, owd=dict(doc["owd"], median_us=3.25, mean_us=3.5), host="::1")
+    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc) + "\n" + json.dumps(loop)})
+    m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200,
+                                       overhead_fork=True), ctx())
+    assert m.metrics["owd_median_us"] == doc["owd"]["median_us"]
+    assert m.metrics["probe_overhead_median_us"] == 3.25
+    assert m.metrics["probe_overhead_mean_us"] == 3.5
+    (main,) = tb.started("pingpong client")
+    assert main[main.index("--host") + 1] == "fd00::3" and "--count" in main
+    assert main[main.index("--overhead") + 1] == "::1"
+    (client,) = [p for p in tb.procs if p.argv is main]
+    assert client.popen.stdin_text == "go\n"
+    assert len(tb.started("pingpong server")) == 1 and all(p.stopped for p in tb.procs)
+    assert m.result["probe_overhead_loopback"]["host"] == "::1"
+    assert "rtts_ns" not in m.result["probe_overhead_loopback"]
+    assert "overhead" not in m.result["probe"]
+    check_clean(tb, m, "pingpong")
+
+
+def test_pingpong_network_server_stopped_before_the_loopback_run(tmp_path: Path) -> None:
+    """The runner's CPU window (`between`) closes, and the network server is stopped, before
+    the client is told to run over loopback."""
+    doc = json.loads(data("pingpong_udp_v6.json"))
+    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc) + "\n" + json.dumps(doc)})
+    seen: list[tuple[bool, str]] = []
+
+    def between() -> None:
+        server, client = tb.procs
+        seen.append((server.stopped, client.popen.stdin_text))
+
+    p = params("pingpong", ip=4, count=10)
+    out = kinds_pkg.pingpong.exchange(tb, "h2", "h1", "10.0.0.3", p, ctx(), 64,
+                                      overhead="127.0.0.1", between=between)
+    assert seen == [(True, "")]
+    assert out["overhead"]["owd"] == doc["owd"] and tb.leftovers() == []
+
+
+def test_pingpong_overhead_from_an_older_probe(tmp_path: Path) -> None:
+    """A client that printed only its network document: the loopback run is a second
+    exchange (its own server and client), as before."""
+    doc = json.loads(data("pingpong_udp_v6.json"))
+    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
+    m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200,
+                                       overhead_fork=True), ctx())
+    assert m.metrics["probe_overhead_median_us"] == doc["owd"]["median_us"]
+    main, loop = tb.started("pingpong client")
+    assert main[main.index("--overhead") + 1] == "::1"  # asked, but it did not
+    assert loop[loop.index("--host") + 1] == "::1" and "--overhead" not in loop
+    assert len(tb.started("pingpong server")) == 2 and all(p.stopped for p in tb.procs)
+    check_clean(tb, m, "pingpong")
+
+
+def test_pingpong_client_that_fails_says_what_it_printed(tmp_path: Path) -> None:
+    tb = FakeTestbed(tmp_path, {"pingpong client": ""})
+    with pytest.raises(CommandError, match="no JSON document"):
+        measure("pingpong", tb, params("pingpong", ip=4, count=10, overhead_fork=True), ctx())
+    assert tb.leftovers() == []
+
+
+def test_pingpong_without_overhead_runs_one_plain_client(tmp_path: Path) -> None:
+    doc = json.loads(data("pingpong_udp_v6.json"))
+    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
+    m = measure("pingpong", tb, params("pingpong", ip=4, count=10, overhead=False), ctx())
+    (main,) = tb.started("pingpong client")
+    assert "--overhead" not in main and "probe_overhead_median_us" not in m.metrics
     check_clean(tb, m, "pingpong")
 
 

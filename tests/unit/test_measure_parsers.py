@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from testbed.errors import CommandError
-from testbed.measure import cpu, iperf, ping, pingpong, stackcost, udpprobe
+from testbed.measure import cpu, iperf, ping, pingpong, probe, stackcost, udpprobe
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -137,7 +137,8 @@ def test_pingpong_captured_output() -> None:
 
 def test_pingpong_argv() -> None:
     a = pingpong.argv("/py", "client", host="::1", port=1, protocol="tcp", size=10, count=5)
-    assert a[:3] == ["/py", "-m", "testbed.measure.pingpong"] and "--busy-poll" in a
+    assert a[:3] == ["/py", "-S", "-c"] and "--busy-poll" in a
+    assert probe.program_of(a) == ("testbed.measure.pingpong", "client")
 
 
 def test_stackcost_captured_output() -> None:

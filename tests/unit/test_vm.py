@@ -131,6 +131,25 @@ def test_default_loose_dirs_never_hide_a_rwdir(tmp_path: Path) -> None:
     assert all(d != Path("/") for d in dirs)
 
 
+def test_the_package_is_cached_and_precompiled_for_the_guest(tmp_path: Path) -> None:
+    """Every probe start in the guest imports from the package: it is read through the
+    cache=loose export, and its bytecode is brought up to date on the host before a boot
+    (the guest cannot write .pyc files)."""
+    assert vm.PACKAGE_DIR in vm.default_loose_dirs([tmp_path])
+    assert vm.PACKAGE_DIR not in vm.default_loose_dirs([vm.PACKAGE_DIR / "x"])
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "mod.py").write_text("X = 1\n")
+    vm.precompile(pkg)
+    assert [f.name.split(".")[0] for f in (pkg / "__pycache__").iterdir()] == ["mod"]
+    (pkg / "__pycache__").chmod(0o500)
+    try:
+        (pkg / "mod.py").write_text("X = 2\n")  # stale and cannot be rewritten: no error
+        vm.precompile(pkg)
+    finally:
+        (pkg / "__pycache__").chmod(0o700)
+
+
 def test_host_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TESTBED_DB", raising=False)
     assert vm.host_db(None) == Path("results/testbed.sqlite")

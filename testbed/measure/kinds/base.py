@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from testbed import waiting
 from testbed.errors import CommandError, DaemonError, SpecError
-from testbed.measure import ping
+from testbed.measure import ping, probe
 from testbed.measure.cpu import CpuSampler
 
 # --- what a runner is given -----------------------------------------------------------------
@@ -442,17 +442,32 @@ def wait_listening(
     proc: Any = None,
     deadline_s: float = 60.0,
     what: str = "server",
+    read_proc: bool = True,
 ) -> None:
-    """Poll `ss` until something listens on `port` in `node` (or fail saying what did not).
+    """Wait until something listens on `port` in `node` (or fail saying what did not).
+
+    With `read_proc`, the server's process (`proc`) and a real namespace, the socket tables
+    are read from /proc/PID/net of that process: no program is started per poll (`ip netns
+    exec` + `ss`, two program starts that cost ~0.2-0.5 s each under the full-kernel tier's
+    emulation). Otherwise (a third-party server, a fake testbed, no process) `ss` is polled
+    in the node.
 
     The deadline is a `waiting.Deadline`: host wall time in a virtual-clock guest, where the
     guest clock leaps while the server starts (it reads its program over 9p). A server that
     dies ends the wait at once; the long deadline is for a slow start (a Python probe starting
     under the full-kernel tier's software emulation on a busy host takes > 10 s).
     """
+    from testbed import netlink
+
     flag = "-Hltn" if proto == "tcp" else "-Hlun"
+    pid = getattr(proc, "pid", None)
+    ns = tb.netns(node) if isinstance(pid, int) and hasattr(tb, "netns") else None
+    by_proc = read_proc and ns is not None and netlink.netns_exists(ns)
 
     def listening() -> bool:
+        if by_proc:
+            assert isinstance(pid, int) and ns is not None
+            return netlink.listening_in_netns_of(pid, ns, port, proto)
         out = tb.run(node, ["ss", flag, "sport", "=", f":{port}"], check=False).stdout
         return bool(out.strip())
 
@@ -510,10 +525,14 @@ def serve(
     (`Server.result()` waits for its end and reads it); otherwise its output is discarded."""
     port = ctx.port()
     out = ctx.folder(tb) / f"{name}-{port}.json" if output else None
-    proc = tb.popen(node, argv(port, out), name=name, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL)
+    a = argv(port, out)
+    proc = tb.popen(node, a, name=name, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_listening(tb, node, port, proto, proc, what=what)
+        # the project's probes: readiness read from /proc (no program started per poll);
+        # third-party servers (iperf3) keep the `ss` poll, whose pause before the client
+        # starts they were measured with
+        wait_listening(tb, node, port, proto, proc, what=what,
+                       read_proc=probe.program_of(a) is not None)
         yield Server(node, port, proc, what, out)
     finally:
         proc.stop()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from typing import Any
 
+from testbed import waiting
+from testbed.errors import CommandError
 from testbed.measure import ping, pingpong
 from testbed.measure.kinds import base
 
@@ -12,26 +16,66 @@ TCP_HEADER = 20
 
 
 def exchange(tb: base.TestbedLike, node_srv: str, node_cli: str, host: str, p: Mapping[str, Any],
-             ctx: base.Context, size: int, listen: str | None = None) -> dict[str, Any]:
-    """One ping-pong run: a server in `node_srv`, the client in `node_cli` sending to `host`."""
+             ctx: base.Context, size: int, listen: str | None = None,
+             overhead: str | None = None,
+             between: Callable[[], None] | None = None) -> dict[str, Any]:
+    """One ping-pong run: a server in `node_srv`, the client in `node_cli` sending to `host`.
+
+    With `overhead` (a loopback address) the same client process then measures the probe's
+    own cost over loopback in `node_cli`, with a server it forks (the document's `overhead`):
+    two program starts fewer than a second `exchange`, which cost seconds each in the
+    full-kernel tier. The client prints the network document and waits; the network server
+    is stopped and `between()` called (the runner closes its CPU window there) before it is
+    told to go on, so the loopback run shares the CPU with nothing of the network run."""
     # client and server both spin when busy-polling: block when they would outnumber the CPUs
     busy, why = pingpong.choose_mode(bool(p["busy_poll"]), spinners=2)
     kw: dict[str, Any] = {"protocol": p["protocol"], "size": size, "busy_poll": busy}
     tcp = p["protocol"] == "tcp"
-    with base.serve(tb, ctx, node_srv,
-               lambda port, _out: pingpong.argv(ctx.python, "server", host=listen or host,
-                                                port=port, **kw),
-               proto=p["protocol"], what="ping-pong server", name="pingpong-server") as srv:
-        doc = base.run_client(
-            tb, node_cli,
-            pingpong.argv(ctx.python, "client", host=host, port=srv.port, count=int(p["count"]),
-                          timeout_s=10.0 if tcp else 1.0, **kw),
-            # TCP never loses a reply, so its wait only guards against a dead peer; a UDP reply
-            # later than 1 s counts as lost
-            timeout_s=float(p["count"]) * (10.0 if tcp else 1.0) + 60,
-            what="ping-pong client")
+    # TCP never loses a reply, so its wait only guards against a dead peer; a UDP reply later
+    # than 1 s counts as lost
+    timeout_s = float(p["count"]) * (10.0 if tcp else 1.0) + 60
+    proc = None
+    try:
+        with base.serve(tb, ctx, node_srv,
+                        lambda port, _out: pingpong.argv(ctx.python, "server",
+                                                         host=listen or host, port=port, **kw),
+                        proto=p["protocol"], what="ping-pong server",
+                        name="pingpong-server") as srv:
+            argv = pingpong.argv(ctx.python, "client", host=host, port=srv.port,
+                                 count=int(p["count"]), timeout_s=10.0 if tcp else 1.0,
+                                 overhead=overhead, **kw)
+            if overhead is None:
+                doc = base.run_client(tb, node_cli, argv, timeout_s=timeout_s,
+                                      what="ping-pong client")
+            else:
+                proc = tb.popen(node_cli, argv, name="pingpong-client", stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                doc = _first_doc(proc, argv, node_cli, timeout_s)
+        if between is not None:
+            between()
+        if proc is not None:
+            rest, _err = proc.popen.communicate("go\n",
+                                                timeout=waiting.process_timeout(timeout_s))
+            if rest.strip():
+                doc["overhead"] = base.json_doc(rest, argv, node_cli, "ping-pong client")
+                doc["overhead"]["mode_reason"] = why
+    finally:
+        if proc is not None:
+            proc.stop()
     doc["mode_reason"] = why
     return doc
+
+
+def _first_doc(proc: Any, argv: list[str], node: str, timeout_s: float) -> dict[str, Any]:
+    """The network document a client with `--overhead` prints first (then it waits), or a
+    CommandError with what it printed when it failed."""
+    first = proc.popen.stdout.readline()
+    if first.strip():
+        return base.json_doc(first, argv, node, "ping-pong client")
+    out, err = proc.popen.communicate(timeout=waiting.process_timeout(timeout_s))
+    raise CommandError(argv, proc.popen.returncode or 0,
+                       f"ping-pong client printed no JSON document: {(err or out)[-600:]!r}",
+                       f"node {node}")
 
 
 def message_size(p: Mapping[str, Any]) -> int:
@@ -56,9 +100,13 @@ RTT = ("mean_us", "min_us", "max_us", "median_us", "p99_us")
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     size = message_size(p)
-    with base.cpu_window(tb, p, KIND) as cpu:
+    lo = "::1" if ip_v == 6 else "127.0.0.1"
+    with ExitStack() as window:  # CPU sampled during the network exchange only
+        cpu = window.enter_context(base.cpu_window(tb, p, KIND))
         doc = exchange(tb, p["server"], p["client"], tb.address(p["server"], ip_v), p, ctx, size,
-                       listen=base.listen_address(tb, p["server"], ip_v))
+                       listen=base.listen_address(tb, p["server"], ip_v),
+                       overhead=lo if p.get("overhead", True) and p.get("overhead_fork")
+                       else None, between=window.close)
     owd = doc["owd"]
     metrics = {f"owd_{k}": float(owd[k]) for k in OWD if k in owd}
     # the round trip itself, as zeadally-2004 reports it (owd_* are RTT/2)
@@ -67,10 +115,10 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     metrics["busy_poll"] = 1.0 if doc["busy_poll"] else 0.0
     metrics["message_bytes"] = float(size)
     metrics.update(base.cpu_metrics(cpu))
-    overhead = None
+    overhead = doc.pop("overhead", None)
     if p.get("overhead", True):
-        lo = "::1" if ip_v == 6 else "127.0.0.1"
-        overhead = exchange(tb, p["client"], p["client"], lo, p, ctx, size)
+        if not isinstance(overhead, dict):  # a probe that did not measure it itself
+            overhead = exchange(tb, p["client"], p["client"], lo, p, ctx, size)
         metrics["probe_overhead_median_us"] = overhead["owd"]["median_us"]
         metrics["probe_overhead_mean_us"] = overhead["owd"]["mean_us"]
         overhead.pop("rtts_ns", None)
@@ -92,6 +140,8 @@ ip_payload | size |  |  | IP payload bytes (UDP/TCP header + message)
 count | int | 1000 | max 10000000 | round trips
 busy_poll | bool | true |  | spin instead of blocking when client and server fit on the CPUs
 overhead | bool | true |  | also run the probe over loopback (its own cost)
+overhead_fork | bool | false |  | the loopback run forked by the client, not two more programs: \
+~3.5 s less a trial in the full-kernel tier; its overhead reads 0.2-1.5 µs higher there
 keep_samples | bool | true |  | store every round trip in the result
 """)
 
