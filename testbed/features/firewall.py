@@ -1,0 +1,134 @@
+"""Firewall feature: a stateful nftables `inet` forward policy, default drop, allow-list per IP version."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.addressing import AddressPlan
+from testbed.features import _router as r
+
+KIND = "firewall"
+TABLE = "tb_firewall"
+OPTIONS = ("kind", "node", "icmp", "allow", "ip")
+ALLOW_KEYS = ("proto", "port", "ip")
+
+
+@dataclass(frozen=True)
+class Allow:
+    proto: str
+    port: int
+    ip: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Options:
+    node: str
+    ip: tuple[int, ...]  # the versions the policy filters (others pass untouched)
+    icmp: bool  # echo requests (and the ICMP errors of allowed flows) pass
+    allow: tuple[Allow, ...]
+
+    def allowed(self, proto: str, port: int, ip: int) -> bool:
+        return any(a.proto == proto and a.port == port and ip in a.ip for a in self.allow)
+
+
+def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+    del plan  # the policy names no addresses
+    r.check_keys(w, table, OPTIONS)
+    node = r.node_opt(w, table, "node", nodes)
+    ip = r.versions_opt(w, table)
+    raw = table.get("allow", [])
+    if not isinstance(raw, list):
+        raise w.error("allow", "must be a list of tables", '[{proto = "tcp", port = 5201}]')
+    allow = []
+    for i, a in enumerate(raw):
+        aw = r.Where(w.file, f"{w.key}.allow[{i}]")
+        if not isinstance(a, dict):
+            raise aw.error("", "must be a table", '{proto = "tcp", port = 5201, ip = [4, 6]}')
+        r.check_keys(aw, a, ALLOW_KEYS)
+        proto = r.str_opt(aw, a, "proto", "tcp")
+        if proto not in ("tcp", "udp"):
+            raise aw.error("proto", f"unknown protocol {proto!r}", "tcp, udp")
+        versions = r.versions_opt(aw, a, "ip", ip)
+        extra = [v for v in versions if v not in ip]
+        if extra:
+            raise aw.error("ip", f"IPv{extra[0]} is not filtered by this firewall", f"ip within {list(ip)}")
+        allow.append(Allow(proto, r.int_opt(aw, a, "port", 0, 1, 65535), versions))
+    return Options(node, ip, r.bool_opt(w, table, "icmp", True), tuple(allow))
+
+
+def ruleset(o: Options) -> str:
+    """Forward chain, policy drop: established/related pass, invalid drop, then the allow-list
+    per version, then a counted drop per version (the deny counters the check reads)."""
+    rules = [
+        'ct state established,related counter accept comment "established"',
+        'ct state invalid counter drop comment "invalid"',
+    ]
+    for fam in (4, 6):
+        if fam not in o.ip:
+            rules.append(f'meta nfproto ipv{fam} counter accept comment "unfiltered-v{fam}"')
+    if o.icmp:
+        if 4 in o.ip:
+            rules.append('icmp type echo-request counter accept comment "allow-v4-icmp"')
+        if 6 in o.ip:
+            rules.append('icmpv6 type echo-request counter accept comment "allow-v6-icmp"')
+    for a in o.allow:
+        for fam in a.ip:
+            rules.append(
+                f"meta nfproto ipv{fam} {a.proto} dport {a.port} ct state new counter accept "
+                f'comment "allow-v{fam}-{a.proto}-{a.port}"'
+            )
+    for fam in o.ip:
+        rules.append(f'meta nfproto ipv{fam} counter drop comment "deny-v{fam}"')
+    return (
+        f"table inet {TABLE} {{\n"
+        "    chain forward {\n"
+        "        type filter hook forward priority filter; policy drop;\n"
+        + "".join(f"        {line}\n" for line in rules)
+        + "    }\n"
+        "}\n"
+    )
+
+
+def describe(o: Options) -> list[str]:
+    allow = ", ".join(f"{a.proto}/{a.port} (IPv{'+'.join(map(str, a.ip))})" for a in o.allow)
+    return [
+        f"{o.node}: firewall (inet forward, default drop for IPv{'+'.join(map(str, o.ip))}): "
+        f"icmp echo {'allowed' if o.icmp else 'denied'}; allowed: {allow or 'nothing'}"
+    ]
+
+
+def check(tb: r.RouterTestbed, o: Options, ip: int, client: str, server: str) -> r.CheckResult:
+    """From `client` through the router to `server`: an allowed TCP port passes (and its allow
+    counter moves), a port not on the list is dropped (its connection fails, the deny counter
+    moves), echo requests pass or are dropped as configured."""
+    if ip not in o.ip:
+        return r.not_supported(KIND, ip, f"the policy filters IPv{list(o.ip)} only")
+    allowed = [a for a in o.allow if a.proto == "tcp" and ip in a.ip]
+    if not allowed:
+        return r.CheckResult(KIND, ip, "fails", {}, f"no TCP port is allowed for IPv{ip}")
+    port = allowed[0].port
+    denied = next(p for p in range(port + 1, port + 100) if not o.allowed("tcp", p, ip))
+    dst = tb.address(server, ip)
+    before = r.nft_counters(tb, o.node, TABLE, "inet")
+    p = r.ping(tb, client, dst, ip)
+    good = r.tcp_connect(tb, server, client, dst, ip, port)
+    bad = r.tcp_connect(tb, server, client, dst, ip, denied, timeout_ms=1500)
+    after = r.nft_counters(tb, o.node, TABLE, "inet")
+    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    evidence = {"ping": p, "allowed": good, "denied": bad, "counters_delta": delta}
+    failures: list[str] = []
+    if o.icmp and p["received"] < p["sent"]:
+        failures.append(f"allowed echo: {p['received']}/{p['sent']} replies")
+    if not o.icmp and p["received"]:
+        failures.append("echo requests passed a policy that denies them")
+    if good["received_bytes"] <= 0:
+        failures.append(f"allowed tcp/{port}: {good['error'] or 'no data'}")
+    if delta.get(f"allow-v{ip}-tcp-{port}", 0) < 1:
+        failures.append(f"the allow counter of tcp/{port} did not move")
+    if bad["received_bytes"] > 0:
+        failures.append(f"denied tcp/{denied} passed ({bad['received_bytes']} bytes)")
+    if delta.get(f"deny-v{ip}", 0) < 1:
+        failures.append(f"the IPv{ip} deny counter did not move")
+    return r.verdict(KIND, ip, evidence, failures)
