@@ -228,7 +228,9 @@ def nft_counters(tb: RouterTestbed, node: str, table: str, family: str) -> dict[
 
 
 @contextmanager
-def nft_table(tb: RouterTestbed, node: str, ruleset: str, family: str, table: str) -> Iterator[None]:
+def nft_table(
+    tb: RouterTestbed, node: str, ruleset: str, family: str, table: str
+) -> Iterator[None]:
     """Load a temporary nft table on `node` for a check; it is deleted afterwards."""
     tb.run(node, ["nft", "-f", "-"], input=ruleset)
     try:

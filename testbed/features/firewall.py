@@ -1,4 +1,4 @@
-"""Firewall feature: a stateful nftables `inet` forward policy, default drop, allow-list per IP version."""
+"""Firewall feature: stateful nftables inet forward policy, default drop, allow-list per version."""
 
 from __future__ import annotations
 
@@ -53,7 +53,9 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
         versions = r.versions_opt(aw, a, "ip", ip)
         extra = [v for v in versions if v not in ip]
         if extra:
-            raise aw.error("ip", f"IPv{extra[0]} is not filtered by this firewall", f"ip within {list(ip)}")
+            raise aw.error(
+                "ip", f"IPv{extra[0]} is not filtered by this firewall", f"ip within {list(ip)}"
+            )
         allow.append(Allow(proto, r.int_opt(aw, a, "port", 0, 1, 65535), versions))
     return Options(node, ip, r.bool_opt(w, table, "icmp", True), tuple(allow))
 

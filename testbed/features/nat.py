@@ -152,12 +152,17 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, inside: str) -> r.CheckResul
             seen = r.nft_counters(tb, o.outside, "tb_check", "inet")
         evidence["snat"] = {
             "ping": p,
-            "arrived_from": {translated: seen.get("translated", 0), original: seen.get("untranslated", 0)},
+            "arrived_from": {
+                translated: seen.get("translated", 0),
+                original: seen.get("untranslated", 0),
+            },
         }
         if p["received"] < p["sent"]:
             failures.append(f"{p['received']}/{p['sent']} ping replies came back to {inside}")
         if seen.get("translated", 0) < p["sent"]:
-            failures.append(f"{o.outside} saw {seen.get('translated', 0)} packets from {translated}")
+            failures.append(
+                f"{o.outside} saw {seen.get('translated', 0)} packets from {translated}"
+            )
         if seen.get("untranslated", 0):
             failures.append(f"{o.outside} saw {inside}'s own address {original}")
     for i, f in enumerate(o.forwards):

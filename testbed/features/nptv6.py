@@ -38,7 +38,9 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
     inside_net = r.iface_net(in_iface, 6)
     gateway = r.iface_addr(out_iface, 6)
     if inside_net is None or gateway is None:
-        raise w.error("node", f"{node}'s links to {inside} and {outside} need IPv6", "stack = 'dual'")
+        raise w.error(
+            "node", f"{node}'s links to {inside} and {outside} need IPv6", "stack = 'dual'"
+        )
     prefix = r.network_opt(w, table, "prefix", 6)
     if prefix.prefixlen != inside_net.prefixlen:
         raise w.error(
@@ -48,8 +50,12 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
             f"an IPv6 /{inside_net.prefixlen} that no link uses",
         )
     r.check_no_overlap(w, plan, "prefix", prefix)
-    assert isinstance(inside_net, ipaddress.IPv6Network) and isinstance(prefix, ipaddress.IPv6Network)
-    return Options(node, inside, outside, inside_net, prefix, out_iface.name, in_iface.name, gateway)
+    assert isinstance(inside_net, ipaddress.IPv6Network) and isinstance(
+        prefix, ipaddress.IPv6Network
+    )
+    return Options(
+        node, inside, outside, inside_net, prefix, out_iface.name, in_iface.name, gateway
+    )
 
 
 def ruleset(o: Options) -> str:
@@ -104,7 +110,10 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     back = r.ping(tb, o.outside, translated, 6)
     evidence = {
         "outbound_ping": out,
-        "arrived_from": {translated: seen.get("translated", 0), original: seen.get("untranslated", 0)},
+        "arrived_from": {
+            translated: seen.get("translated", 0),
+            original: seen.get("untranslated", 0),
+        },
         "inbound_ping": back,
         "router_counters": r.nft_counters(tb, o.node, TABLE, "ip6"),
     }
