@@ -227,8 +227,10 @@ def check(
             servers.append(srv)
             wait_listening(tb, server, port, "tcp", srv, what="iperf3 server")
         for c, port in flows:
-            argv = iperf.client_argv(dst, port=port, protocol="udp", duration_s=seconds,
-                                     bitrate_bps=o.rate_bps, length=CHECK_LENGTH, ip=ip)  # fmt: skip
+            argv = iperf.client_argv(
+                dst, port=port, protocol="udp", duration_s=seconds,
+                bitrate_bps=o.rate_bps, length=CHECK_LENGTH, ip=ip,
+            )  # fmt: skip
             proc = tb.popen(client, argv, name="iperf3-client", stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
             clients.append((c, argv, proc))
