@@ -14,14 +14,10 @@ from typing import Any
 from testbed import netlink, processes
 
 KERNEL_FEATURES = ("netns", "veth", "tbf", "htb", "netem", "sit", "tun", "jool", "nftables")
+# Programs of the core; each node feature declares its own (testbed.features, `programs`).
 BINARIES: dict[str, tuple[str, str]] = {
-    # feature: (program, Debian package)
+    # capability: (program, Debian package)
     "iperf3": ("iperf3", "iperf3"),
-    "tayga": ("tayga", "tayga"),
-    "isatapd": ("isatapd", "isatapd"),
-    "radvd": ("radvd", "radvd"),
-    "jool-tools": ("jool", "jool-tools"),
-    "unbound": ("unbound", "unbound"),
     "tcpdump": ("tcpdump", "tcpdump"),
     "qemu": ("qemu-system-x86_64", "qemu-system-x86"),
     "virtme-ng": ("vng", "virtme-ng (pip)"),
@@ -191,7 +187,7 @@ def probe() -> dict[str, Capability]:
         else:
             fix = "run as root on a Linux kernel with network namespaces"
         caps[name] = Capability(name, "kernel", ok, reason, fix)
-    for name, (program, package) in BINARIES.items():
+    for name, (program, package) in binaries().items():
         path = processes.find_program(program)  # the venv's bin/ first, as `testbed vm` does
         caps[name] = Capability(
             name,
@@ -203,6 +199,16 @@ def probe() -> dict[str, Capability]:
             "" if path else f"install {package} (scripts/provision.sh installs everything)",
         )
     return caps
+
+
+def binaries() -> dict[str, tuple[str, str]]:
+    """BINARIES plus the programs the node features declare (named by their package)."""
+    from testbed import features
+
+    out = dict(BINARIES)
+    for p in features.programs():
+        out.setdefault(p.package, (p.name, p.package))
+    return out
 
 
 def features() -> dict[str, bool]:

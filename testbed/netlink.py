@@ -11,7 +11,6 @@ from typing import Any
 
 from pyroute2 import IPRoute, netns
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.rtnl.tcmsg import sched_tbf
 
 from testbed.errors import KernelError, MissingCapability
 from testbed.waiting import is_virtual
@@ -319,44 +318,8 @@ def _link_kind(msg: Any) -> str | None:
 
 
 # ---------------------------------------------------------------------------- qdiscs
-# pyroute2's tbf request leaves the ratespec's `overhead` and `mpu` at zero; Ethernet framing
-# needs both, so its parameter builder is wrapped to fill them in when asked (and is otherwise
-# unchanged). netem, rarer and only on full kernels, is set with tc's own client (argv).
-
-_pyroute2_tbf_parameters = sched_tbf.get_parameters
-
-
-def _tbf_parameters(kwarg: dict[str, Any]) -> Any:
-    opts = _pyroute2_tbf_parameters(kwarg)
-    parms = opts["attrs"][0][1]
-    parms["rate_overhead"] = int(kwarg.get("overhead", 0))
-    parms["rate_mpu"] = int(kwarg.get("mpu", 0))
-    return opts
-
-
-sched_tbf.get_parameters = _tbf_parameters
-
-
-def set_tbf(
-    handle: Netns, ifname: str, rate_bps: float, burst: int, limit: int, overhead: int, mpu: int
-) -> None:
-    """Root tbf on `ifname` with a per-packet overhead and minimum size (Ethernet framing)."""
-    try:
-        handle._ipr.tc(
-            "replace",
-            "tbf",
-            handle.index(ifname),
-            0x10000,
-            rate=f"{round(rate_bps)}bit",
-            burst=burst,
-            limit=limit,
-            overhead=overhead,
-            mpu=mpu,
-        )
-    except NetlinkError as exc:
-        if exc.code == errno.ENOENT:
-            raise MissingCapability("sch_tbf", f"shaping {handle.name}/{ifname}") from None
-        raise _kernel_error("set tbf on", f"{handle.name}/{ifname}", exc) from None
+# qdiscs are set with tc's own client (argv): tbf with Ethernet framing needs `overhead` and
+# `mpu`, which pyroute2's tbf request leaves at zero.
 
 
 def tc_argv(name: str, args: Sequence[str]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Compile a topology and its address plan into an ordered, printable list of actions."""
+"""Compile a topology, its address plan and its features into one ordered, printable list
+of typed actions (testbed.actions): everything `testbed up` does, and nothing else."""
 
 from __future__ import annotations
 
@@ -6,8 +7,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from testbed import features as features_mod
+from testbed.actions import (
+    Action,
+    AddAddress,
+    AddRoute,
+    AddVeth,
+    CreateNamespace,
+    LinkUp,
+    OffloadOff,
+    SetQdisc,
+    SetSysctls,
+    WaitInterfaces,
+    WaitUntil,
+)
 from testbed.addressing import AddressPlan, plan_addresses
-from testbed.shaping import Qdisc, qdisc_for
+from testbed.features import Feature, NodeAddress
+from testbed.shaping import qdisc_for
 from testbed.topology import NODE_NAME, Topology
 
 NS_PREFIX = "tb-"
@@ -27,95 +43,6 @@ def run_namespaces(run: str, names: Iterable[str]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class CreateNamespace:
-    node: str
-    ns: str
-
-    def describe(self) -> str:
-        return f"create namespace {self.ns} for {self.node}"
-
-
-@dataclass(frozen=True)
-class SetSysctls:
-    ns: str
-    values: tuple[tuple[str, str], ...]
-
-    def describe(self) -> str:
-        return f"{self.ns}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
-
-
-@dataclass(frozen=True)
-class AddVeth:
-    ns_a: str
-    if_a: str
-    ns_b: str
-    if_b: str
-    mtu: int
-    index_a: int = 0
-    index_b: int = 0
-
-    def describe(self) -> str:
-        return (
-            f"veth {self.ns_a}/{self.if_a} (ifindex {self.index_a}) <-> "
-            f"{self.ns_b}/{self.if_b} (ifindex {self.index_b}) mtu {self.mtu}"
-        )
-
-
-@dataclass(frozen=True)
-class AddAddress:
-    ns: str
-    ifname: str
-    cidr: str
-
-    def describe(self) -> str:
-        return f"{self.ns}: address {self.cidr} on {self.ifname}"
-
-
-@dataclass(frozen=True)
-class LinkUp:
-    ns: str
-    ifname: str
-
-    def describe(self) -> str:
-        return f"{self.ns}: {self.ifname} up"
-
-
-@dataclass(frozen=True)
-class AddRoute:
-    ns: str
-    dst: str
-    via: str
-    dev: str
-
-    def describe(self) -> str:
-        return f"{self.ns}: route {self.dst} via {self.via} dev {self.dev}"
-
-
-@dataclass(frozen=True)
-class SetQdisc:
-    ns: str
-    ifname: str
-    qdisc: Qdisc
-
-    def describe(self) -> str:
-        return f"{self.ns}: tc {' '.join(self.qdisc.argv(self.ifname))}"
-
-
-@dataclass(frozen=True)
-class OffloadOff:
-    ns: str
-    ifname: str
-
-    def describe(self) -> str:
-        return f"{self.ns}: segmentation offloads off on {self.ifname} (netem counts per packet)"
-
-
-Action = (
-    CreateNamespace | SetSysctls | AddVeth | AddAddress | LinkUp | AddRoute | SetQdisc | OffloadOff
-)
-
-
-@dataclass(frozen=True)
 class Plan:
     """Everything to create, in order; undoing runs in reverse."""
 
@@ -124,9 +51,31 @@ class Plan:
     addresses: AddressPlan
     namespaces: dict[str, str]  # node -> namespace
     actions: tuple[Action, ...] = field(default_factory=tuple)
+    features: tuple[Feature, ...] = ()
+    extra_addresses: tuple[NodeAddress, ...] = ()  # what the features give nodes
 
     def describe(self) -> list[str]:
         return [a.describe() for a in self.actions]
+
+    def needs(self) -> list[str]:
+        """Capability names the features need (testbed.capabilities), without repeats."""
+        out: list[str] = []
+        for f in self.features:
+            out += [n for n in f.needs() if n not in out]
+        return out
+
+    def extra_address(self, node: str, family: int) -> NodeAddress | None:
+        for a in self.extra_addresses:
+            if a.node == node and a.family == family:
+                return a
+        return None
+
+    def cpu_processes(self) -> list[str]:
+        """Processes of the features worth measuring CPU time of (e.g. tayga)."""
+        out: list[str] = []
+        for f in self.features:
+            out += [p for p in f.cpu_processes if p not in out]
+        return out
 
 
 def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
@@ -160,9 +109,26 @@ def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
     return tuple(values)
 
 
+def needs_netem_probe(topo: Topology) -> bool:
+    """Whether the plan depends on netem being here (some link is shaped)."""
+    return any(not lk.shape.is_plain for lk in topo.links)
+
+
+def plan_for(topo: Topology, run: str) -> Plan:
+    """The front of `testbed up` and `testbed plan`: probe netem only when a link is shaped,
+    then compile (so both print and build the very same actions)."""
+    netem = False
+    if needs_netem_probe(topo):
+        from testbed import capabilities
+
+        netem = capabilities.has("netem")
+    return compile_plan(topo, run, netem_available=netem)
+
+
 def compile_plan(topo: Topology, run: str, *, netem_available: bool) -> Plan:
     """The whole build as actions. Pure: raises SpecError/MissingCapability, creates nothing."""
     addrs = plan_addresses(topo)
+    feats = features_mod.configure(topo, addrs)
     namespaces = {n.name: netns_name(run, n.name) for n in topo.nodes}
     actions: list[Action] = []
     for n in topo.nodes:
@@ -204,6 +170,26 @@ def compile_plan(topo: Topology, run: str, *, netem_available: bool) -> Plan:
             if q.needs_offload_off:
                 actions.append(OffloadOff(ns, iface.name))
             actions.append(SetQdisc(ns, iface.name, q))
+    v6 = {n.name: 6 in n.families for n in topo.nodes}
+    actions.append(
+        WaitInterfaces(
+            tuple(
+                (namespaces[n.name], v6[n.name], tuple(i.name for i in addrs.of(n.name)))
+                for n in topo.nodes
+            )
+        )
+    )
+    for f in feats:
+        actions += f.actions()
+        checks = f.ready()
+        if checks:
+            actions.append(WaitUntil(f"{f.label} (features[{f.index}])", tuple(checks)))
     return Plan(
-        run=run, topology=topo, addresses=addrs, namespaces=namespaces, actions=tuple(actions)
+        run=run,
+        topology=topo,
+        addresses=addrs,
+        namespaces=namespaces,
+        actions=tuple(actions),
+        features=tuple(feats),
+        extra_addresses=tuple(a for f in feats for a in f.addresses()),
     )

@@ -235,10 +235,21 @@ def provenance() -> dict[str, Any]:
             "ping": _cmd_version(["ping", "-V"]),
             "tc": _cmd_version(["tc", "-V"]),
             "ip": _cmd_version(["ip", "-V"]),
-            "tayga": _cmd_version(["tayga", "--version"]) if shutil.which("tayga") else None,
+            **_feature_versions(),
         },
         "recorded_at": wall_time(),
         "clock": clock_info(),
+    }
+
+
+def _feature_versions() -> dict[str, str | None]:
+    """The versions of the programs node features run (as they declare), where installed."""
+    from testbed import features
+
+    return {
+        p.name: _cmd_version(list(p.version_argv)) if shutil.which(p.name) else None
+        for p in features.programs()
+        if p.version_argv
     }
 
 

@@ -22,7 +22,6 @@ class Qdisc:
     kind: str
     args: tuple[str, ...]
     needs_offload_off: bool = False
-    tbf: tuple[float, int, int] | None = None  # (rate bit/s, burst, limit) for netlink
 
     def argv(self, ifname: str) -> list[str]:
         return ["qdisc", "replace", "dev", ifname, "root", self.kind, *self.args]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -9,27 +10,15 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from testbed import capabilities, netlink, processes, signals, state
-from testbed.errors import KernelError, TestbedError, UsageError
-from testbed.plan import (
-    AddAddress,
-    AddRoute,
-    AddVeth,
-    CreateNamespace,
-    LinkUp,
-    OffloadOff,
-    Plan,
-    SetQdisc,
-    SetSysctls,
-    compile_plan,
-    run_namespaces,
-)
-from testbed.shaping import MIN_WIRE_FRAME, WIRE_OVERHEAD
+from testbed.actions import Undo, remove_namespace
+from testbed.errors import MissingCapability, TestbedError, UsageError
+from testbed.plan import Plan, plan_for, run_namespaces
 from testbed.topology import Topology
 
 Interrupted = signals.Interrupted  # SIGINT or SIGTERM, raised where every undo can run
@@ -67,17 +56,14 @@ class Testbed:
         self.keep = keep
         self.plan: Plan | None = None
         self.record: state.RunRecord | None = None
-        self._journal: list[tuple[str, Any]] = []
+        # The undo journal: a stack of scopes, each a list of undos run in reverse when the
+        # scope closes (scope 0: the build, closed by teardown).
+        self._scopes: list[list[Undo]] = [[]]
         self._handles: dict[str, netlink.Netns] = {}
         self._signals = signals.Guard()
         self._mode_before = "raise"
         self._progress = progress
         self.build_seconds = 0.0
-        # Filled by testbed.mechanisms: (node, family) -> the address peers use to reach the
-        # node through a transition mechanism (6to4, ISATAP, NAT64), and the address the node
-        # itself listens on when that differs (NAT64: an IPv4-only server of IPv6 clients).
-        self.mechanism_addresses: dict[tuple[str, int], str] = {}
-        self.bind_addresses: dict[tuple[str, int], str] = {}
         # Libraries fork (pyroute2 opens netns sockets from a child): only the process that
         # built the testbed may ever tear it down.
         self._owner_pid = os.getpid()
@@ -125,7 +111,7 @@ class Testbed:
                 self.record.state = "up"
                 self.record.pid = 0
                 self.record.save()
-                self._journal.clear()
+                self._scopes = [[]]
                 self._close_handles()
             else:
                 self.teardown()
@@ -146,14 +132,9 @@ class Testbed:
     def build(self) -> None:
         start = time.monotonic()
         topo = self.topology
-        needs_probe = any(not lk.shape.is_plain for lk in topo.links)
-        netem = capabilities.has("netem") if needs_probe else False
         name = self.name or state.new_run_name()
-        plan = compile_plan(topo, name, netem_available=netem)  # pure: fails before creating
-        if topo.mechanism:
-            from testbed.mechanisms import check_mechanism
-
-            check_mechanism(topo)  # validation and kernel features: fails before creating
+        plan = plan_for(topo, name)  # pure: fails before creating (the front `plan` prints)
+        check_needs(plan)  # what the features need: fails before creating
         if state.load(name) is not None:
             raise UsageError(
                 f"a run named {name!r} exists already",
@@ -186,54 +167,23 @@ class Testbed:
             ],
         )
         self.record.save()  # written before anything exists, so `testbed clean` can find it
-        self._journal.append(("record", self.record))
+        record = self.record
+        self.defer(Undo(f"remove run {name}", lambda: _remove_record(record)))
         _raise_nofile_limit()
         self._say(f"building {topo.name} as run {name}: {len(plan.actions)} actions")
         try:
             for action in plan.actions:
                 signals.check()  # a signal since the last action: stop here, undo it all
-                self._apply(action)
-            self._wait_ready()
+                action.apply(self)
         finally:
             self._close_handles()
         signals.check()
-        if topo.mechanism:
-            from testbed.mechanisms import apply_mechanism
-
-            apply_mechanism(self)
-            signals.check()
         self.record.state = "active"
         self.record.save()
         self.build_seconds = time.monotonic() - start
 
-    def _wait_ready(self, deadline_s: float = 10.0) -> None:
-        """Poll until every interface is up and IPv6 on it is ready (not a fixed sleep)."""
-        plan = self._plan()
-        ours: dict[str, set[str]] = {}
-        for iface in plan.addresses.interfaces:
-            ours.setdefault(plan.namespaces[iface.node], set()).add(iface.name)
-        v6 = {plan.namespaces[n.name]: 6 in n.families for n in self.topology.nodes}
-        pending = {ns: v6[ns] for ns in ours}
-        if os.environ.get("TESTBED_IN_VM") == "1":
-            deadline_s *= 6  # software emulation (TCG) is slow
-        deadline = time.monotonic() + deadline_s
-        waiting: dict[str, list[str]] = {}
-        while pending:
-            waiting = {}
-            for ns, v6_ns in pending.items():
-                names = self._handle(ns).not_ready(v6_ns, ours[ns])
-                if names:
-                    waiting[ns] = names
-            pending = {ns: pending[ns] for ns in waiting}
-            if not pending:
-                return
-            signals.check()
-            if time.monotonic() > deadline:
-                where = "; ".join(f"{ns}: {', '.join(v)}" for ns, v in waiting.items())
-                raise KernelError("bring up interfaces (carrier and IPv6 link-local)", where, 110)
-            time.sleep(0.02)
-
-    def _handle(self, ns: str) -> netlink.Netns:
+    def handle(self, ns: str) -> netlink.Netns:
+        """A netlink socket in namespace `ns` (kept until the build ends)."""
         h = self._handles.get(ns)
         if h is None:
             h = netlink.Netns(ns)
@@ -245,127 +195,65 @@ class Testbed:
             h.close()
         self._handles.clear()
 
-    def _apply(self, action: Any) -> None:
-        if isinstance(action, CreateNamespace):
-            # journalled first: a namespace half-created when the process is stopped (or
-            # when creation fails midway) is still removed by teardown
-            self._journal.append(("netns", action.ns))
-            netlink.create_netns(action.ns)
-        elif isinstance(action, SetSysctls):
-            netlink.set_sysctls(action.ns, dict(action.values))
-        elif isinstance(action, AddVeth):
-            self._journal.append(("link", (action.ns_a, action.if_a)))
-            self._handle(action.ns_a).add_veth(
-                action.if_a, action.ns_b, action.if_b, action.mtu, action.index_a, action.index_b
-            )
-        elif isinstance(action, AddAddress):
-            self._handle(action.ns).add_address(action.ifname, action.cidr)
-        elif isinstance(action, LinkUp):
-            self._handle(action.ns).set_up(action.ifname)
-        elif isinstance(action, AddRoute):
-            self._handle(action.ns).add_route(action.dst, action.via, action.dev)
-        elif isinstance(action, OffloadOff):
-            processes.run(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    action.ns,
-                    "ethtool",
-                    "-K",
-                    action.ifname,
-                    "tso",
-                    "off",
-                    "gso",
-                    "off",
-                    "gro",
-                    "off",
-                ],
-                where=f"namespace {action.ns}",
-            )
-        elif isinstance(action, SetQdisc):
-            q = action.qdisc
-            if q.tbf is not None:
-                rate, burst, limit = q.tbf
-                netlink.set_tbf(
-                    self._handle(action.ns),
-                    action.ifname,
-                    rate,
-                    burst,
-                    limit,
-                    WIRE_OVERHEAD,
-                    MIN_WIRE_FRAME,
-                )
-            else:
-                processes.run(
-                    netlink.tc_argv(action.ns, q.argv(action.ifname)),
-                    where=f"namespace {action.ns}",
-                )
-            self._journal.append(("qdisc", (action.ns, action.ifname)))
-        else:  # pragma: no cover - the plan has no other actions
-            raise TypeError(f"unknown action {action!r}")
+    # ------------------------------------------------------------------ undo journal
 
-    # ------------------------------------------------------------------ teardown
+    def defer(self, undo: Undo) -> None:
+        """Push an undo onto the innermost scope; it runs when that scope closes."""
+        self._scopes[-1].append(undo)
 
     def add_cleanup(self, fn: Callable[[], object], what: str = "cleanup") -> None:
         """Push an extra undo; it runs in reverse order with the others."""
-        self._journal.append(("callback", (what, fn)))
+        self.defer(Undo(what, fn))
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[Testbed]:
+        """A nested undo scope: what is started inside (processes, files, feature actions,
+        cleanups) is undone when the block ends, in reverse order, whatever happens in it."""
+        self._scopes.append([])
+        depth = len(self._scopes)
+        try:
+            yield self
+        finally:
+            if os.getpid() == self._owner_pid and len(self._scopes) >= depth:
+                del self._scopes[depth:]  # scopes left open inside (never on a clean exit)
+                self._unwind(self._scopes.pop(), "the scope's cleanup failed")
+
+    def apply(self, action: Any) -> None:
+        """Apply one more action (testbed.actions) now; its undo joins the current scope."""
+        action.apply(self)
 
     def teardown(self) -> None:
         """Undo everything in reverse order, each step guarded; report the ones that failed."""
-        if not self._journal or os.getpid() != self._owner_pid:
+        if os.getpid() != self._owner_pid or not any(self._scopes):
             return
+        undos = [u for scope in self._scopes for u in scope]
+        self._scopes = [[]]
+        self._unwind(undos, "some cleanup steps failed")
+
+    def _unwind(self, undos: list[Undo], headline: str) -> None:
         old_mode = signals.set_mode("defer")  # a second Ctrl-C only notes itself meanwhile
         failures: list[str] = []
-        # Removing a namespace removes its links, addresses, routes and qdiscs with it, so
-        # those undos are folded into the removal of a namespace this run created.
-        owned = {obj for kind, obj in self._journal if kind == "netns"}
+        # Removing a namespace removes its links, addresses, routes, qdiscs and /etc/netns
+        # files with it: the undos of objects inside a namespace this unwinding removes are
+        # folded into its removal.
+        owned = {u.removes for u in undos if u.removes is not None}
         try:
-            while self._journal:
-                kind, obj = self._journal.pop()
-                if kind in ("link", "qdisc") and obj[0] in owned:
+            while undos:
+                undo = undos.pop()
+                if undo.within is not None and undo.within in owned:
                     continue
                 try:
-                    self._undo(kind, obj)
+                    undo.run()
                 except Exception as exc:
-                    failures.append(f"{kind} {obj!r}: {exc}")
+                    failures.append(f"{undo.what}: {exc}")
             self._close_handles()
         finally:
             signals.set_mode(old_mode)
         if failures:
             raise TeardownError(
-                "some cleanup steps failed:\n  " + "\n  ".join(failures),
+                f"{headline}:\n  " + "\n  ".join(failures),
                 hint="`testbed clean` retries; report this as a bug",
             )
-
-    def _undo(self, kind: str, obj: Any) -> None:
-        if kind == "process":
-            obj.stop()
-        elif kind == "callback":
-            obj[1]()
-        elif kind == "qdisc":
-            ns, ifname = obj
-            if netlink.netns_exists(ns):
-                processes.run(
-                    netlink.tc_argv(ns, ["qdisc", "del", "dev", ifname, "root"]), check=False
-                )
-        elif kind == "link":
-            ns, ifname = obj
-            if netlink.netns_exists(ns):
-                self._handle(ns).delete_link(ifname)
-        elif kind == "netns":
-            h = self._handles.pop(obj, None)
-            if h is not None:
-                h.close()
-            remove_namespace(obj)
-        elif kind == "scratch":
-            shutil.rmtree(obj, ignore_errors=True)
-        elif kind == "record":
-            # whatever carries the run's name prefix is this run's, journalled or not
-            for ns in run_namespaces(obj.name, netlink.list_netns()):
-                remove_namespace(ns)
-            shutil.rmtree(state.scratch_dir(obj.name), ignore_errors=True)
-            obj.remove()
 
     # ------------------------------------------------------------------ use
 
@@ -385,18 +273,22 @@ class Testbed:
 
     def address(self, node: str, family: int, peer: str | None = None) -> str:
         self.netns(node)
+        plan = self._plan()
         try:
-            return self._plan().addresses.address(node, family, peer)
+            return plan.addresses.address(node, family, peer)
         except KeyError as exc:
-            extra = self.mechanism_addresses.get((node, family))
+            extra = plan.extra_address(node, family)
             if extra is not None:
-                return extra
+                return extra.address
             raise UsageError(str(exc.args[0])) from None
 
     def bind_address(self, node: str, family: int) -> str:
         """The address a server on `node` listens on for clients that reach it over `family`
         (the same as address() except under NAT64, where it is the server's IPv4 address)."""
-        return self.bind_addresses.get((node, family)) or self.address(node, family)
+        extra = self._plan().extra_address(node, family)
+        if extra is not None and extra.bind is not None:
+            return extra.bind
+        return self.address(node, family)
 
     def scratch_dir(self) -> Path:
         """A folder for this run's files (daemon configs, captures); removed with the run,
@@ -406,7 +298,7 @@ class Testbed:
         d = state.scratch_dir(self.name)
         if not d.exists():
             d.mkdir(parents=True)
-            self._journal.append(("scratch", d))
+            self.defer(Undo(f"remove {d}", lambda: shutil.rmtree(d, ignore_errors=True)))
         return d
 
     def interfaces(self, node: str) -> list[Any]:
@@ -436,7 +328,7 @@ class Testbed:
         proc = processes.ManagedProcess(
             processes.ns_argv(self.netns(node), argv), name=name or argv[0], **popen_kw
         )
-        self._journal.append(("process", proc))
+        self.defer(Undo(f"stop {proc.name} on {node}", proc.stop))
         return proc
 
     def qdiscs(self) -> list[dict[str, Any]]:
@@ -456,23 +348,32 @@ class Testbed:
         return out
 
 
-def remove_namespace(ns: str) -> None:
-    """Kill what runs in `ns`, remove it, and confirm it is gone."""
-    processes.kill_netns_processes(ns)
-    netlink.remove_netns(ns)
-    # per-namespace /etc files (`ip netns exec` binds /etc/netns/NS/* over /etc), e.g. DNS64's
-    # resolv.conf: they belong to the namespace and go with it, also after a crash
-    shutil.rmtree(Path("/etc/netns") / ns, ignore_errors=True)
-    if netlink.netns_exists(ns):
-        raise KernelError("remove namespace", ns, 16)
+def check_needs(plan: Plan) -> None:
+    """Raise MissingCapability for the first thing the plan's features need that is missing."""
+    lacking = capabilities.missing(plan.needs())
+    if not lacking:
+        return
+    need = lacking[0]
+    who = next(f for f in plan.features if need in f.needs())
+    cap = capabilities.probe().get(need)
+    fix = cap.fix if cap is not None and cap.kind == "program" else None
+    raise MissingCapability(
+        need, f"{who.label} (features[{who.index}]) of {plan.topology.source}", fix
+    )
+
+
+def _remove_record(record: state.RunRecord) -> None:
+    """The run's last undo: whatever carries its name prefix is its, journalled or not."""
+    for ns in run_namespaces(record.name, netlink.list_netns()):
+        remove_namespace(ns)
+    shutil.rmtree(state.scratch_dir(record.name), ignore_errors=True)
+    record.remove()
 
 
 def remove_run(record: state.RunRecord) -> list[str]:
     """Remove every namespace (and its processes) of a recorded run, then its record."""
     removed = []
-    names = set(record.namespaces.values()) | set(
-        run_namespaces(record.name, netlink.list_netns())
-    )
+    names = set(record.namespaces.values()) | set(run_namespaces(record.name, netlink.list_netns()))
     for ns in sorted(names):
         if netlink.netns_exists(ns):
             remove_namespace(ns)

@@ -46,7 +46,8 @@ _TOP_KEYS = {
     "links",
     "chains",
     "routes",
-    "mechanism",
+    "features",
+    "mechanism",  # refused with the [[features]] tables that replace it
 }
 _NODE_KEYS = {"role", "stack", "description"}
 _LINK_KEYS = {
@@ -148,7 +149,7 @@ class Topology:
     ipv6_pool: str = "2001:2::/48"
     ipv4_prefixlen: int = 24
     ipv6_prefixlen: int = 64
-    mechanism: tuple[tuple[str, Any], ...] = ()
+    features: tuple[tuple[tuple[str, Any], ...], ...] = ()  # [[features]] tables, in order
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -165,8 +166,9 @@ class Topology:
         return dict(self.params)
 
     @property
-    def mechanism_dict(self) -> dict[str, Any]:
-        return dict(self.mechanism)
+    def features_list(self) -> list[dict[str, Any]]:
+        """The [[features]] tables (validated by testbed.features when a plan is compiled)."""
+        return [dict(f) for f in self.features]
 
     def links_of(self, node: str) -> list[Link]:
         return [lk for lk in self.links if node in (lk.a, lk.b)]
@@ -191,7 +193,7 @@ class Topology:
                 for lk in self.links
             ],
             "routes": [{"node": r.node, "to": r.to, "via": r.via} for r in self.routes],
-            "mechanism": dict(self.mechanism),
+            "features": self.features_list,
         }
 
 
@@ -516,22 +518,15 @@ def topology_from_dict(
         )
 
     routes = _load_routes(body.get("routes", []), node_names, file)
-    mechanism = body.get("mechanism", {})
-    if not isinstance(mechanism, dict):
-        raise SpecError(file, "mechanism", "must be a table", "see docs/topologies.md")
-    for k, v in mechanism.items():  # the mechanism parsers check meaning; here only shape
-        plain = isinstance(v, str | bool) or (
-            isinstance(v, int | float) and math.isfinite(v) and abs(v) < 2**63
+    if "mechanism" in body:
+        raise SpecError(
+            file,
+            "mechanism",
+            "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
+            "[[features]] with kind, node and options: see docs/topologies.md, 'Features' "
+            '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
         )
-        if not plain and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
-            raise SpecError(
-                file,
-                f"mechanism.{k}",
-                f"bad value {v!r}",
-                "a string, a number, true/false, or a list of strings",
-            )
-    if "kind" in mechanism and not isinstance(mechanism["kind"], str):
-        raise SpecError(file, "mechanism.kind", f"bad kind {mechanism['kind']!r}", "a string")
+    features = _load_features(body.get("features", []), file)
 
     topo = Topology(
         name=name,
@@ -545,11 +540,44 @@ def topology_from_dict(
         ipv6_pool=str(pool6),
         ipv4_prefixlen=plen4,
         ipv6_prefixlen=plen6,
-        mechanism=tuple(sorted(mechanism.items())),
+        features=features,
     )
     if not topo.nodes:
         raise SpecError(file, "nodes", "a topology needs at least one node", "[nodes.NAME] tables")
     return topo
+
+
+def _load_features(raw: Any, file: str) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """The shape of [[features]] tables; testbed.features checks their meaning."""
+    if not isinstance(raw, list):
+        raise SpecError(
+            file, "features", "must be an array of tables ([[features]])", "[[features]]"
+        )
+    out = []
+    for i, table in enumerate(raw):
+        key = f"features[{i}]"
+        if not isinstance(table, dict):
+            raise SpecError(file, key, "must be a table", "kind = ..., node = ..., options")
+        for k, v in table.items():
+            plain = isinstance(v, str | bool) or (
+                isinstance(v, int | float) and math.isfinite(v) and abs(v) < 2**63
+            )
+            if not plain and not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+                raise SpecError(
+                    file,
+                    f"{key}.{k}",
+                    f"bad value {v!r}",
+                    "a string, a number, true/false, or a list of strings",
+                )
+        if not isinstance(table.get("kind"), str):
+            raise SpecError(
+                file,
+                f"{key}.kind",
+                f"missing or not a string: {table.get('kind')!r}",
+                'a feature kind such as "nat64-jool" (`testbed features` lists them)',
+            )
+        out.append(tuple(table.items()))
+    return tuple(out)
 
 
 def _load_nodes(raw: Any, defaults: Mapping[str, Any], file: str) -> list[Node]:

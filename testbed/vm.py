@@ -30,24 +30,31 @@ ENV_IN_VM = "TESTBED_IN_VM"
 """Set to "1" in the guest; the pytest plugin and `testbed doctor` read it."""
 
 # Modules loaded in the guest before the command runs (all of them: loading is cheap and a
-# command never has to say what it needs).  Missing ones are reported, not fatal.
-GUEST_MODULES = (
+# command never has to say what it needs).  Missing ones are reported, not fatal. The core's
+# are here; each node feature declares its own (testbed.features, `guest_modules`).
+CORE_GUEST_MODULES = (
     "sch_netem",
     "sch_tbf",
     "sch_htb",
     "sch_fq_codel",
-    "sit",
     "ipip",
     "ip6_tunnel",
-    "tun",
     "veth",
-    "jool",
-    "jool_siit",
     "nf_tables",
     "nft_nat",
     "nft_chain_nat",
     "br_netfilter",
 )
+
+
+def guest_modules() -> tuple[str, ...]:
+    """CORE_GUEST_MODULES and those the node features declare."""
+    from testbed import features
+
+    return CORE_GUEST_MODULES + tuple(
+        m for m in features.guest_modules() if m not in CORE_GUEST_MODULES
+    )
+
 # Environment handed through to the guest command when set on the host.
 PASSTHROUGH_ENV = ("CI", "TERM", "LANG", "LC_ALL", "TZ", "PYTEST_ADDOPTS", "NO_COLOR")
 # Tag of a second, read-only 9p export of / that the guest mounts with cache=loose: Python
@@ -296,7 +303,7 @@ class VmSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     path_first: tuple[Path, ...] = ()  # prepended to PATH in the guest (the venv's bin)
     loose_dirs: tuple[Path, ...] = ()  # re-mounted from the cache=loose export
-    modules: tuple[str, ...] = GUEST_MODULES
+    modules: tuple[str, ...] = field(default_factory=lambda: guest_modules())
     clock: str = "real"  # "virtual": QEMU -icount, one vCPU, TCG
     icount_shift: int = DEFAULT_ICOUNT_SHIFT
 

@@ -131,18 +131,17 @@ def _print_up(args: argparse.Namespace, topo: Any, record: state.RunRecord, secs
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from testbed.plan import compile_plan
+    from testbed.plan import plan_for
 
     topo = load_topology(args.file, parse_sets(args.set))
-    netem = capabilities.has("netem") if os.geteuid() == 0 else False
-    plan = compile_plan(topo, "RUN", netem_available=netem)
+    plan = plan_for(topo, "RUN")  # the same front as `testbed up`: the same actions
     for line in plan.describe():
         print(line)
-    if topo.mechanism:
-        from testbed.mechanisms import describe_mechanism
-
-        for line in describe_mechanism(topo):
-            print(f"mechanism: {line}")
+    needs = plan.needs()
+    if needs:
+        lacking = set(capabilities.missing(needs)) if os.geteuid() == 0 else set()
+        shown = [f"{n} (missing here)" if n in lacking else n for n in needs]
+        print("needs: " + ", ".join(shown))
     return 0
 
 
@@ -250,7 +249,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
         if ns.startswith("tb-probe-"):
             pid = ns.rsplit("-", 1)[-1]
             if pid.isdigit() and not state.pid_alive(int(pid)):
-                from testbed.testbed import remove_namespace
+                from testbed.actions import remove_namespace
 
                 remove_namespace(ns)
                 print(f"removed probe namespace {ns}")

@@ -20,8 +20,6 @@ from testbed.errors import UsageError
 from testbed.report import papers
 
 TIERS = ("auto", "host", "vm")
-# topology -> kernel features its [mechanism] needs
-MECHANISM_FEATURES = {"6to4": ("sit",), "isatap": ("sit",), "nat64-jool": ("jool",)}
 DELAY_KINDS = ("pingpong", "ping")
 
 
@@ -140,6 +138,15 @@ HOST_REASONS = {
 }
 
 
+def _feature_kernel_needs(exp: Any, topo: str) -> tuple[str, ...]:
+    """The kernel features a topology's [[features]] declare (e.g. sit, jool)."""
+    from testbed.experiment import find_topology
+    from testbed.features import kernel_needs_of_file
+
+    source = getattr(exp, "file", None)
+    return kernel_needs_of_file(find_topology(topo, Path(source) if source else None))
+
+
 def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str = "auto",
            virtual: bool = False) -> list[Choice]:
     """Per measurement and topology: the host kernel where it has what the measurement needs and
@@ -164,7 +171,7 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str 
         groups: dict[tuple[str, str], list[str]] = {}  # (tier, reason) -> topologies
         for topo in topos:
             needs = base + [(f, f"{topo} needs the {f} module")
-                            for f in MECHANISM_FEATURES.get(topo, ())]
+                            for f in _feature_kernel_needs(exp, topo)]
             features = list(dict.fromkeys(f for f, _ in needs))
             lacking = missing(features) if features else []
             why = "; ".join(w for f, w in needs if f in lacking)

@@ -1,1 +1,1 @@
-"""Real daemons as small classes: config generation, start in a node, readiness poll, stop."""
+"""Configuration text and argv of the programs features run (pure: they start nothing)."""

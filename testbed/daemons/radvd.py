@@ -1,10 +1,6 @@
-"""radvd, the router advertisement daemon: config for one interface and prefix, start, stop."""
+"""radvd, the router advertisement daemon: its config for one interface and prefix, its argv."""
 
 from __future__ import annotations
-
-from pathlib import Path
-
-from testbed.daemons.base import Daemon, Node
 
 
 def radvd_config(interface: str, prefix: str, *, unicast_only: bool = False) -> str:
@@ -31,43 +27,17 @@ def radvd_config(interface: str, prefix: str, *, unicast_only: bool = False) -> 
     return "\n".join(lines) + "\n"
 
 
-class Radvd(Daemon):
-    """`radvd -n` in the foreground, logging to stderr, with its pid file in the scratch folder."""
-
-    program = "radvd"
-
-    def __init__(
-        self, node: str, workdir: Path, interface: str, prefix: str, *, unicast_only: bool
-    ) -> None:
-        super().__init__(node, workdir)
-        self.interface = interface
-        self.prefix = prefix
-        self.unicast_only = unicast_only
-
-    def config_files(self) -> dict[str, str]:
-        return {
-            "radvd.conf": radvd_config(self.interface, self.prefix, unicast_only=self.unicast_only)
-        }
-
-    def argv(self) -> list[str]:
-        return [
-            "radvd",
-            "--nodaemon",
-            "--logmethod",
-            "stderr",
-            "--debug",
-            "1",
-            "--config",
-            str(self.path("radvd.conf")),
-            "--pidfile",
-            str(self.path("radvd.pid")),
-        ]
-
-    def ready(self, tb: Node) -> str | None:
-        # radvd writes its pid file once it has read its config and opened its ICMPv6 socket
-        if not self.path("radvd.pid").exists():
-            return "no pid file yet"
-        out = tb.run(self.node, ["ss", "-H", "-w", "-a", "-n", "-p"], check=False)
-        if "radvd" not in out.stdout:
-            return "no ICMPv6 raw socket of radvd yet"
-        return None
+def radvd_argv(config: str, pidfile: str) -> list[str]:
+    """`radvd` in the foreground, logging to stderr, its pid file where asked."""
+    return [
+        "radvd",
+        "--nodaemon",
+        "--logmethod",
+        "stderr",
+        "--debug",
+        "1",
+        "--config",
+        config,
+        "--pidfile",
+        pidfile,
+    ]

@@ -1,13 +1,9 @@
-"""TAYGA, the userspace stateless NAT64 on a tun device: its config, start, readiness, stop."""
+"""TAYGA, the userspace stateless NAT64 on a tun device: its config and addresses (RFC 6052)."""
 
 from __future__ import annotations
 
 import ipaddress
-import json
 from dataclasses import dataclass
-from pathlib import Path
-
-from testbed.daemons.base import Daemon, Node
 
 
 @dataclass(frozen=True)
@@ -56,32 +52,3 @@ def embed(prefix: str, ipv4: str) -> str:
         raw[pos] = b
         pos += 1
     return str(ipaddress.IPv6Address(bytes(raw)))
-
-
-class Tayga(Daemon):
-    """`tayga -d` in the foreground: creates its tun device, removes it when it exits."""
-
-    program = "tayga"
-
-    def __init__(self, node: str, workdir: Path, config: TaygaConfig) -> None:
-        super().__init__(node, workdir)
-        self.config = config
-
-    def config_files(self) -> dict[str, str]:
-        return {"tayga.conf": self.config.text()}
-
-    def argv(self) -> list[str]:
-        # -d: debug messages, stays in the foreground (the paper starts it the same way)
-        return ["tayga", "-d", "--config", str(self.path("tayga.conf"))]
-
-    def ready(self, tb: Node) -> str | None:
-        out = tb.run(
-            self.node, ["ip", "-j", "link", "show", "dev", self.config.device], check=False
-        )
-        if out.returncode != 0:
-            return f"no tun device {self.config.device} yet"
-        try:
-            json.loads(out.stdout)
-        except json.JSONDecodeError:
-            return f"cannot read the state of {self.config.device}"
-        return None

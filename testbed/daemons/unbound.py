@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-
-from testbed.daemons.base import Daemon, Node
 
 ZONE_ADDRESS = "127.0.0.1"
 ZONE_PORT = 5353
@@ -78,60 +75,3 @@ def dns64_config(
         lines += ["stub-zone:", f'    name: "{z}."', f"    stub-addr: {ZONE_ADDRESS}@{zone_port}"]
     lines += ["remote-control:", "    control-enable: no"]
     return "\n".join(lines) + "\n"
-
-
-class Unbound(Daemon):
-    """`unbound -d` in the foreground with one config; ready when it listens on its UDP port."""
-
-    program = "unbound"
-
-    def __init__(
-        self, node: str, workdir: Path, *, role: str, config: str, listen: Sequence[str], port: int
-    ) -> None:
-        super().__init__(node, workdir)
-        self.role = role  # "zone" or "dns64": names its files
-        self.config = config
-        self.listen = list(listen)
-        self.port = port
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"unbound-{self.role}-{self.node}.log"
-
-    def config_files(self) -> dict[str, str]:
-        return {f"unbound-{self.role}.conf": self.config}
-
-    def argv(self) -> list[str]:
-        return ["unbound", "-d", "-c", str(self.path(f"unbound-{self.role}.conf"))]
-
-    def ready(self, tb: Node) -> str | None:
-        out = tb.run(self.node, ["ss", "-H", "-l", "-u", "-n"], check=False).stdout
-        for addr in self.listen:
-            shown = f"[{addr}]:{self.port}" if ":" in addr else f"{addr}:{self.port}"
-            if shown not in out:
-                return f"not listening on {shown} yet"
-        return None
-
-
-def zone_server(node: str, workdir: Path, records: Mapping[str, str]) -> Unbound:
-    return Unbound(
-        node,
-        workdir,
-        role="zone",
-        config=zone_config(records=records, workdir=str(workdir)),
-        listen=[ZONE_ADDRESS],
-        port=ZONE_PORT,
-    )
-
-
-def dns64_resolver(
-    node: str, workdir: Path, *, listen: Sequence[str], prefix: str, zones: Sequence[str]
-) -> Unbound:
-    return Unbound(
-        node,
-        workdir,
-        role="dns64",
-        config=dns64_config(listen=listen, prefix=prefix, zones=zones, workdir=str(workdir)),
-        listen=listen,
-        port=53,
-    )

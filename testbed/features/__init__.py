@@ -1,1 +1,151 @@
-"""Features set up on a built testbed (placeholder until the feature registry lands)."""
+"""Node features ([[features]] tables): the registry, discovered from this package's modules,
+and reading a topology's feature tables into configured Feature objects."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from testbed.addressing import AddressPlan
+from testbed.errors import SpecError
+from testbed.features.base import REGISTRY, Feature, NodeAddress, Option, Options, Program
+from testbed.topology import Topology
+
+__all__ = [
+    "Feature",
+    "NodeAddress",
+    "Option",
+    "Options",
+    "Program",
+    "configure",
+    "kinds",
+    "registry",
+]
+
+GENERIC_KEYS = ("kind", "node", "enabled")
+_loaded = False
+
+
+def registry() -> dict[str, type[Feature]]:
+    """kind -> Feature class, every module of this package imported (and any feature class
+    defined elsewhere, e.g. in a test, since defining one registers it)."""
+    global _loaded
+    if not _loaded:
+        for mod in pkgutil.iter_modules(__path__):
+            if mod.name != "base" and not mod.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{mod.name}")
+        _loaded = True
+    return dict(REGISTRY)
+
+
+def kinds() -> list[str]:
+    return sorted(registry())
+
+
+def classes() -> list[type[Feature]]:
+    reg = registry()
+    return [reg[k] for k in sorted(reg)]
+
+
+def configure(topo: Topology, addresses: AddressPlan) -> list[Feature]:
+    """The topology's enabled [[features]], validated (pure: raises SpecError, creates nothing)."""
+    reg = registry()
+    out: list[Feature] = []
+    for i, table in enumerate(topo.features_list):
+        key = f"features[{i}]"
+        kind = table.get("kind")
+        if kind is None:
+            raise SpecError(topo.source, f"{key}.kind", "missing", ", ".join(kinds()))
+        cls = reg.get(kind)
+        if cls is None:
+            raise SpecError(
+                topo.source, f"{key}.kind", f"unknown feature {kind!r}", ", ".join(kinds())
+            )
+        allowed = [*GENERIC_KEYS, *(o.name for o in cls.options)]
+        if cls.node_role is None:
+            allowed.remove("node")
+        for k in table:
+            if k not in allowed:
+                raise SpecError(
+                    topo.source,
+                    f"{key}.{k}",
+                    f"unknown option for kind {kind!r}",
+                    ", ".join(allowed),
+                )
+        opts = Options(topo, addresses, i, table, cls.options, None)
+        enabled = opts_bool(opts, table)
+        node: str | None = None
+        if cls.node_role is not None:
+            if "node" not in table:
+                raise SpecError(topo.source, f"{key}.node", "missing", ", ".join(topo.node_names))
+            opts.declared["node"] = Option("node", "the node it runs on")
+            node = opts.node_name("node", role=cls.node_role or None)
+            opts.node = node
+        if enabled:
+            out.append(cls(opts))
+    _check_clashes(topo, out)
+    return out
+
+
+def opts_bool(opts: Options, table: dict[str, object]) -> bool:
+    opts.declared.setdefault("enabled", Option("enabled", "whether it is built", True))
+    return opts.boolean("enabled")
+
+
+def _check_clashes(topo: Topology, features: Iterable[Feature]) -> None:
+    """Two features may not give one node two different addresses of one family."""
+    seen: dict[tuple[str, int], tuple[str, Feature]] = {}
+    for f in features:
+        for a in f.addresses():
+            prior = seen.get((a.node, a.family))
+            if prior is not None and prior[0] != a.address:
+                raise SpecError(
+                    topo.source,
+                    f"features[{f.index}]",
+                    f"{f.label} gives {a.node} the IPv{a.family} address {a.address}, but "
+                    f"{prior[1].label} (features[{prior[1].index}]) gives it {prior[0]}",
+                    "features that give each node at most one extra address per family",
+                )
+            seen[(a.node, a.family)] = (a.address, f)
+
+
+def kernel_needs(tables: Iterable[dict[str, object]]) -> tuple[str, ...]:
+    """The kernel features (testbed.capabilities names) that feature tables' kinds need,
+    read from the declarations alone (no validation: for choosing a tier before building)."""
+    reg = registry()
+    out: list[str] = []
+    for t in tables:
+        cls = reg.get(str(t.get("kind")))
+        if cls is not None:
+            out += [k for k in cls.kernel if k not in out]
+    return tuple(out)
+
+
+def kernel_needs_of_file(path: str | Path) -> tuple[str, ...]:
+    """kernel_needs of the [[features]] tables of a topology file (unparameterised)."""
+    from testbed.topology import read_toml
+
+    raw = read_toml(Path(path), "topology", "a path such as topologies/chain.toml")
+    tables = raw.get("features", [])
+    if not isinstance(tables, list):
+        return ()
+    return kernel_needs(t for t in tables if isinstance(t, dict))
+
+
+def guest_modules() -> tuple[str, ...]:
+    """The kernel modules every feature wants the full-kernel tier's guest to load."""
+    out: list[str] = []
+    for cls in classes():
+        out += [m for m in cls.guest_modules if m not in out]
+    return tuple(out)
+
+
+def programs() -> list[Program]:
+    """Every program some feature runs (one entry per package)."""
+    out: dict[str, Program] = {}
+    for cls in classes():
+        for p in cls.programs:
+            out.setdefault(p.package, p)
+    return list(out.values())

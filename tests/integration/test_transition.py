@@ -187,7 +187,7 @@ def test_tayga_well_known_prefix_refused_before_building() -> None:
     before = set(netlink.list_netns())
     with pytest.raises(SpecError) as err, Testbed(topo, name="wkpcheck"):
         pass
-    assert err.value.key == "mechanism.pool4"
+    assert err.value.key == "features[0].pool4"
     assert err.value.file.endswith("nat64-tayga.toml")
     assert not [ns for ns in set(netlink.list_netns()) - before if ns.startswith("tb-wkpcheck")]
 
@@ -213,12 +213,18 @@ def test_broken_tayga_is_a_daemon_error_and_the_testbed_is_removed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from testbed.daemons.tayga import TaygaConfig
-    from testbed.mechanisms.nat64 import Nat64
+    from testbed.features.base import Options
+    from testbed.features.nat64_tayga import Nat64Tayga
 
-    def bad(self: Nat64) -> TaygaConfig:  # an ipv6-addr inside the prefix: TAYGA refuses it
-        return TaygaConfig("nat64", "192.168.255.1", self.prefix, self.pool4, "2001:db8:ffff::1")
+    orig = Nat64Tayga.configure
 
-    monkeypatch.setattr(Nat64, "tayga_config", bad)
+    def bad(self: Nat64Tayga, opts: Options) -> None:
+        orig(self, opts)  # then an ipv6-addr inside the prefix: TAYGA refuses it
+        self.config = TaygaConfig(
+            "nat64", "192.168.255.1", self.prefix, self.pool4, "2001:db8:ffff::1"
+        )
+
+    monkeypatch.setattr(Nat64Tayga, "configure", bad)
     before = set(netlink.list_netns())
     with pytest.raises(DaemonError) as err, Testbed(load_topology(TOPO / "nat64-tayga.toml")):
         pass
@@ -232,6 +238,48 @@ def test_crashed_run_with_tayga_is_cleaned(tmp_path: Path) -> None:
     """SIGKILL the process holding a TAYGA testbed; `testbed clean` removes it all."""
     run = f"crash{os.getpid() % 10000}"
     _crash_and_clean(run, "nat64-tayga")
+
+
+# --- composed features (issue 12): NAT64 + DNS64 on r1, a sysctl feature on h2 ----------------
+
+COMPOSED = REPO / "tests" / "data" / "topologies" / "nat64-composed.toml"
+
+
+def _composed(translator: str) -> None:
+    from testbed.plan import plan_for
+
+    topo = load_topology(COMPOSED, {"translator": translator})
+    with Testbed(topo) as tb:
+        run = str(tb.name)
+        assert tb.plan is not None
+        assert [f.kind for f in tb.plan.features] == [translator, "dns64", "sysctl"]
+        # `testbed plan` prints the very actions that were applied (but for the run's name)
+        printed = plan_for(topo, "RUN").describe()
+        applied = [line.replace(run, "RUN") for line in tb.plan.describe()]
+        assert printed == applied
+        out = tb.run("h1", ["getent", "ahostsv6", "h2.test"]).stdout
+        assert out.split()[0] == "2001:db8:ffff::c612:102", out
+        assert tb.run("h2", ["sysctl", "-n", "net.ipv4.ip_default_ttl"]).stdout.strip() == "40"
+        reply = tb.run("h1", ["ping", "-n", "-c", "2", "-W", "2", "h2.test"], timeout=30).stdout
+        assert "2 received" in reply, reply
+        # h2 answers with TTL 40: what reaches h1 is below 40, not near the default of 255
+        hlims = [int(w.split("=")[1]) for w in reply.split() if w.startswith(("ttl=", "hlim="))]
+        assert hlims and all(30 <= h < 40 for h in hlims), reply
+        iperf3(tb, "h1", "h2", "h2.test", udp=False)
+        pids = daemon_pids(tb)
+        assert list(pids.values()).count("unbound") == 2
+    assert_gone(run, pids)
+
+
+@pytest.mark.kernel("tun", "tayga", "unbound")
+def test_composed_features_with_tayga() -> None:
+    _composed("nat64-tayga")
+
+
+@pytest.mark.kernel("jool", "unbound")
+def test_composed_features_with_jool() -> None:
+    _composed("nat64-jool")
+    assert ",testbed," not in _jool_instances()
 
 
 # --- kernel tier: sit (6to4, ISATAP) and jool --------------------------------------------------
@@ -277,17 +325,23 @@ def test_isatap() -> None:
 
 @pytest.mark.kernel("sit", "isatapd", "radvd")
 def test_isatapd_without_router_is_a_daemon_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from testbed.daemons.isatapd import Isatapd
+    import dataclasses
 
-    orig = Isatapd.argv
+    from testbed.actions import Action, Daemon
+    from testbed.features.isatap import Isatap
 
-    def no_router(self: Isatapd) -> list[str]:
-        argv = orig(self)
-        i = argv.index("--router")
-        return argv[:i] + argv[i + 2 :]  # falls back to the DNS name 'isatap': none here
+    orig = Isatap.actions
 
-    monkeypatch.setattr(Isatapd, "argv", no_router)
-    monkeypatch.setattr(Isatapd, "deadline_s", 4.0)
+    def no_router(self: Isatap) -> list[Action]:
+        out = []
+        for a in orig(self):
+            if isinstance(a, Daemon) and a.name == "isatapd":
+                i = a.argv.index("--router")  # falls back to the DNS name 'isatap': none here
+                a = dataclasses.replace(a, argv=a.argv[:i] + a.argv[i + 2 :], deadline_s=4.0)
+            out.append(a)
+        return out
+
+    monkeypatch.setattr(Isatap, "actions", no_router)
     before = set(netlink.list_netns())
     with pytest.raises(DaemonError) as err, build("isatap"):
         pass

@@ -32,8 +32,9 @@ EXP_CASES = 220 if LONG else 200
 CLI_SAMPLE = 100 if LONG else 12
 
 TOPO_KEYS = ["name", "description", "params", "defaults", "addressing", "nodes", "links",
-             "chains", "routes", "mechanism", "role", "stack", "endpoints", "rate", "mtu",
-             "delay", "jitter", "loss", "shaping", "from", "to", "routers", "prefix", "via"]
+             "chains", "routes", "features", "kind", "node", "role", "stack", "endpoints",
+             "rate", "mtu", "delay", "jitter", "loss", "shaping", "from", "to", "routers",
+             "prefix", "via"]
 EXP_KEYS = ["name", "topology", "params", "sweep", "repetitions", "measurements", "quick",
             "kind", "ip", "size", "count", "duration", "client", "server", "ip_payload",
             "frame_size", "rate", "where", "topology.routers", "topology.rate", "ratio"]
@@ -59,15 +60,12 @@ def _cases(n: int, seeds: list[tuple[str, dict[str, Any]]], keys: list[str], sal
 
 
 def check_topology(path: Path) -> None:
-    from testbed.mechanisms import parse_mechanism
     from testbed.plan import compile_plan
     from testbed.topology import load_topology
 
     topo = load_topology(path)
     if len(topo.nodes) <= 64:
-        compile_plan(topo, "fuzz", netem_available=True)
-    if topo.mechanism:
-        parse_mechanism(topo).describe()
+        compile_plan(topo, "fuzz", netem_available=True).describe()
 
 
 def check_experiment(path: Path, profile: str = "full") -> None:

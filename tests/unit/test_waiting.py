@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from testbed import waiting
-from testbed.daemons import base
+from testbed import actions, waiting
 from testbed.errors import DaemonError
 from testbed.measure import pingpong, runners, udpprobe
 
@@ -138,15 +137,19 @@ def test_wait_listening_real_clock_still_times_out(real: None) -> None:
 def test_daemon_readiness_poll_survives_a_leaping_guest_clock(virtual: Path,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
-    monkeypatch.setattr(base, "POLL_S", 0.0)
+    monkeypatch.setattr(actions, "POLL_S", 0.0)
     left = [6]
 
-    def check() -> str | None:
-        time.monotonic()
-        left[0] -= 1
-        return None if left[0] <= 0 else "no tun device yet"
+    class Countdown:
+        def describe(self) -> str:
+            return "countdown"
 
-    assert base.poll(check, deadline_s=10.0) is None
+        def check(self, env: object) -> str | None:
+            time.monotonic()
+            left[0] -= 1
+            return None if left[0] <= 0 else "no tun device yet"
+
+    assert actions.poll(None, [Countdown()], 10.0) is None  # type: ignore[arg-type]
 
 
 def test_udp_receiver_first_datagram_wait_is_host_time(virtual: Path,

@@ -1,4 +1,4 @@
-"""Transition mechanisms without root: validation, addresses, daemon configs and argv."""
+"""Node features: the shipped topologies' features, option validation, their plan actions."""
 
 from __future__ import annotations
 
@@ -7,22 +7,18 @@ from typing import Any
 
 import pytest
 
-from testbed import capabilities
-from testbed.daemons.isatapd import Isatapd
+from testbed import capabilities, features
+from testbed.actions import Command, Daemon, LoadModule, Sysctl, WriteFile
 from testbed.daemons.jool import JoolConfig, listed
 from testbed.daemons.radvd import radvd_config
 from testbed.daemons.tayga import TaygaConfig, embed, tayga_addresses
 from testbed.daemons.unbound import dns64_config, zone_config, zones_of
 from testbed.errors import MissingCapability, SpecError
-from testbed.mechanisms import (
-    KINDS,
-    check_mechanism,
-    describe_mechanism,
-    isatap,
-    nat64,
-    parse_mechanism,
-    sixtofour,
-)
+from testbed.features import isatap, sixtofour
+from testbed.features._nat64 import Nat64
+from testbed.features.nat64_tayga import Nat64Tayga
+from testbed.plan import Plan, compile_plan
+from testbed.testbed import check_needs
 from testbed.topology import Topology, load_topology, topology_from_dict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +30,22 @@ def topo(name: str, **params: str) -> Topology:
     return load_topology(TOPO / f"{name}.toml", params)
 
 
-def three_nodes(mechanism: dict[str, Any], stacks: tuple[str, str, str], **extra: Any) -> Topology:
+def plan_of(t: Topology) -> Plan:
+    return compile_plan(t, "t", netem_available=False)
+
+
+def parse(t: Topology) -> list[features.Feature]:
+    return list(plan_of(t).features)
+
+
+def one(t: Topology) -> Any:
+    (f,) = parse(t)
+    return f
+
+
+def three_nodes(
+    feats: list[dict[str, Any]] | dict[str, Any], stacks: tuple[str, str, str], **extra: Any
+) -> Topology:
     raw: dict[str, Any] = {
         "nodes": {
             "h1": {"stack": stacks[0]},
@@ -42,7 +53,7 @@ def three_nodes(mechanism: dict[str, Any], stacks: tuple[str, str, str], **extra
             "h2": {"stack": stacks[2]},
         },
         "links": [{"endpoints": ["h1", "r1"]}, {"endpoints": ["r1", "h2"], **extra}],
-        "mechanism": mechanism,
+        "features": feats if isinstance(feats, list) else [feats],
     }
     return topology_from_dict(raw, file="t.toml")
 
@@ -58,15 +69,23 @@ def test_every_topology_loads_with_the_experiment_rates(name: str) -> None:
         assert all(
             lk.shape.rate_bps == {"ethernet": 10e6, "fastethernet": 100e6}[rate] for lk in t.links
         )
-        if t.mechanism:
-            assert parse_mechanism(t).kind in KINDS
+        kinds = [f.kind for f in parse(t)]
+        if name.startswith("native"):
+            assert kinds == []
         else:
-            assert name.startswith("native")
+            assert kinds and set(kinds) <= set(features.kinds())
 
 
 def test_native_topologies_are_single_stack() -> None:
     assert {n.stack for n in topo("native4").nodes} == {"ipv4"}
     assert {n.stack for n in topo("native6").nodes} == {"ipv6"}
+
+
+def test_registry_finds_every_module() -> None:
+    assert {"6to4", "isatap", "nat64-tayga", "nat64-jool", "dns64"} <= set(features.kinds())
+    for cls in features.classes():
+        assert cls.summary and cls.__doc__, cls
+        assert set(cls.kernel) <= set(capabilities.KERNEL_FEATURES), cls
 
 
 # --- 6to4 -------------------------------------------------------------------------------------
@@ -79,37 +98,30 @@ def test_6to4_addresses() -> None:
 
 
 def test_6to4_plan() -> None:
-    m = parse_mechanism(topo("6to4"))
-    assert isinstance(m, sixtofour.SixToFour)
-    assert m.hosts == (("h1", "198.18.0.1"), ("h2", "198.18.1.2"))
-    assert m.features == ("sit",)
-    cmds = m.commands()
-    assert cmds["h1"][0] == [
-        "ip",
-        "link",
-        "add",
-        "tun6to4",
-        "type",
-        "sit",
-        "remote",
-        "any",
-        "local",
-        "198.18.0.1",
-        "ttl",
-        "64",
-    ]
-    assert cmds["h1"][2] == ["ip", "-6", "addr", "add", "2002:c612:1::1/16", "dev", "tun6to4"]
-    assert all(isinstance(a, str) for argvs in cmds.values() for argv in argvs for a in argv)
-    assert "route 2002::/16" in describe_mechanism(topo("6to4"))[0]
+    plan = plan_of(topo("6to4"))
+    h1, h2 = plan.features
+    assert isinstance(h1, sixtofour.SixToFour) and (h1.node, h1.v4) == ("h1", "198.18.0.1")
+    assert (h2.node, h2.v4) == ("h2", "198.18.1.2")
+    assert h1.needs() == ("sit",)
+    first = h1.actions()[0]
+    assert isinstance(first, Command)
+    assert first.argv == (
+        "ip", "link", "add", "tun6to4", "type", "sit", "remote", "any", "local", "198.18.0.1",
+        "ttl", "64",
+    )
+    assert first.undo_argv == ("ip", "link", "del", "tun6to4")
+    lines = plan.describe()
+    assert "h1: ip -6 addr add 2002:c612:1::1/16 dev tun6to4" in lines
+    assert any("routes 2002::/16 into tun6to4" in line for line in lines)
+    assert plan.extra_address("h2", 6) is not None
+    assert plan.extra_address("h2", 6).address == "2002:c612:102::1"  # type: ignore[union-attr]
 
 
 def test_6to4_needs_dual_stack_hosts() -> None:
-    t = three_nodes({"kind": "6to4", "hosts": ["h1", "h2"]}, ("ipv4", "ipv4", "dual"))
+    t = three_nodes({"kind": "6to4", "node": "h1"}, ("ipv4", "ipv4", "dual"))
     with pytest.raises(SpecError) as err:
-        parse_mechanism(t)
+        parse(t)
     assert err.value.key == "nodes.h1.stack"
-    with pytest.raises(SpecError, match="two distinct"):
-        parse_mechanism(three_nodes({"kind": "6to4", "hosts": ["h1"]}, ("dual", "ipv4", "dual")))
 
 
 # --- ISATAP -----------------------------------------------------------------------------------
@@ -125,49 +137,53 @@ def test_isatap_interface_ids_follow_the_kernel() -> None:
 
 
 def test_isatap_plan() -> None:
-    m = parse_mechanism(topo("isatap"))
+    m = one(topo("isatap"))
     assert isinstance(m, isatap.Isatap)
-    assert (m.host, m.router, m.host_v4, m.router_v4) == ("h1", "r1", "198.18.0.1", "198.18.0.2")
+    assert (m.host, m.node, m.host_v4, m.router_v4) == ("h1", "r1", "198.18.0.1", "198.18.0.2")
     assert m.host_address == "2001:db8:fea::5efe:c612:1"
-    assert m.features == ("sit", "isatapd", "radvd")
-    first = m.router_commands()[0]
-    assert first[:6] == ["ip", "link", "add", "is0", "type", "sit"] and first[-1] == "isatap"
-    assert ["sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0"] in m.host_sysctls()
+    assert m.needs() == ("sit", "isatapd", "radvd")
+    acts = m.actions()
+    first = acts[0]
+    assert isinstance(first, Command)
+    assert first.argv[:6] == ("ip", "link", "add", "is0", "type", "sit")
+    assert first.argv[-1] == "isatap"
+    sysctl = next(a for a in acts if isinstance(a, Sysctl))
+    assert ("net.ipv6.conf.lo.disable_ipv6", "0") in sysctl.values and sysctl.node == "h1"
+    isatapd = next(a for a in acts if isinstance(a, Daemon) and a.name == "isatapd")
+    assert isatapd.argv[0] == "isatapd" and "--daemon" not in isatapd.argv
+    assert isatapd.argv[isatapd.argv.index("--router") + 1] == "198.18.0.2"
+    assert isatapd.after_stop == ("ip", "link", "del", "is0")
 
 
 def test_isatap_refuses_a_link_that_carries_ipv6() -> None:
     t = three_nodes(
-        {"kind": "isatap", "host": "h1", "router": "r1", "prefix": "2001:db8:fea::/64"},
+        {"kind": "isatap", "host": "h1", "node": "r1", "prefix": "2001:db8:fea::/64"},
         ("dual", "dual", "ipv6"),
     )
     with pytest.raises(SpecError) as err:
-        parse_mechanism(t)
+        parse(t)
     assert err.value.key == "nodes.h1.stack" and "ISATAP would not be used" in err.value.problem
 
 
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        ({"prefix": "2001:db8:fea::/48"}, "mechanism.prefix"),
-        ({"prefix": "2001:2:0:1::/64"}, "mechanism.prefix"),  # h2's link subnet
-        ({"router": "h2"}, "mechanism.router"),
-        ({"host": "h9"}, "mechanism.host"),
-        ({"interval": 5}, "mechanism.interval"),
+        ({"prefix": "2001:db8:fea::/48"}, "features[0].prefix"),
+        ({"prefix": "2001:2:0:1::/64"}, "features[0].prefix"),  # h2's link subnet
+        ({"node": "h2"}, "features[0].node"),
+        ({"host": "h9"}, "features[0].host"),
+        ({"interval": 5}, "features[0].interval"),
     ],
 )
 def test_isatap_validation(change: dict[str, Any], key: str) -> None:
-    table = {"kind": "isatap", "host": "h1", "router": "r1", "prefix": "2001:db8:fea::/64"}
+    table = {"kind": "isatap", "host": "h1", "node": "r1", "prefix": "2001:db8:fea::/64"}
     t = three_nodes({**table, **change}, ("ipv4", "dual", "ipv6"))
     with pytest.raises(SpecError) as err:
-        parse_mechanism(t)
+        parse(t)
     assert err.value.key == key
 
 
-def test_isatapd_argv_and_radvd_config() -> None:
-    d = Isatapd("h1", Path("/tmp/x"), router="198.18.0.2")
-    argv = d.argv()
-    assert argv[0] == "isatapd" and "--daemon" not in argv and "-d" not in argv
-    assert argv[argv.index("--router") + 1] == "198.18.0.2"
+def test_radvd_config() -> None:
     text = radvd_config("is0", "2001:db8:fea::/64", unicast_only=True)
     assert "interface is0" in text and "UnicastOnly on;" in text
     assert "prefix 2001:db8:fea::/64" in text and "AdvAutonomous on;" in text
@@ -195,21 +211,25 @@ def test_rfc6052_embedding(prefix: str, expected: str) -> None:
 
 def test_nat64_defaults_are_the_papers() -> None:
     for kind in ("nat64-tayga", "nat64-jool"):
-        m = parse_mechanism(topo(kind))
-        assert isinstance(m, nat64.Nat64)
+        m = one(topo(kind))
+        assert isinstance(m, Nat64)
         assert (m.prefix, m.pool4) == ("2001:db8:ffff::/96", "192.168.255.0/24")
         assert m.servers == (("h2", "198.18.1.2"),) and m.clients == ("h1",)
         assert m.synthesized("198.18.1.2") == "2001:db8:ffff::c612:102"
         assert (m.router_v4, m.router_v6) == ("198.18.1.1", "2001:2::2")
-    assert parse_mechanism(topo("nat64-tayga")).features == ("tun", "tayga")
-    assert parse_mechanism(topo("nat64-jool")).features == ("jool", "jool-tools")
-    assert "unbound" in parse_mechanism(topo("nat64-jool", dns64="true")).features
+    assert one(topo("nat64-tayga")).needs() == ("tun", "tayga")
+    assert one(topo("nat64-jool")).needs() == ("jool", "jool-tools")
+    plan = plan_of(topo("nat64-jool", dns64="true"))
+    assert [f.kind for f in plan.features] == ["nat64-jool", "dns64"]
+    assert plan.needs() == ["jool", "jool-tools", "unbound"]
+    a = plan.extra_address("h2", 6)
+    assert a is not None and (a.address, a.bind) == ("2001:db8:ffff::c612:102", "198.18.1.2")
 
 
 def test_tayga_config_and_commands() -> None:
-    m = parse_mechanism(topo("nat64-tayga"))
-    assert isinstance(m, nat64.Nat64)
-    text = m.tayga_config().text()
+    m = one(topo("nat64-tayga"))
+    assert isinstance(m, Nat64Tayga)
+    text = m.config.text()
     assert "tun-device nat64\n" in text
     assert "ipv4-addr 192.168.255.1\n" in text
     assert "prefix 2001:db8:ffff::/96\n" in text
@@ -223,84 +243,83 @@ def test_tayga_config_and_commands() -> None:
         "ipv6-addr 2001:db8::1"
         in TaygaConfig("t", "1.2.3.4", "2001:db8:ffff::/96", "1.2.3.0/24", "2001:db8::1").text()
     )
-    assert m.tayga_commands() == [
-        ["ip", "link", "set", "nat64", "up"],
-        ["ip", "addr", "add", "198.18.1.1/32", "dev", "nat64"],
-        ["ip", "-6", "addr", "add", "2001:2::2/128", "dev", "nat64"],
-        ["ip", "route", "add", "192.168.255.0/24", "dev", "nat64"],
-        ["ip", "-6", "route", "add", "2001:db8:ffff::/96", "dev", "nat64"],
+    acts = m.actions()
+    assert isinstance(acts[0], WriteFile) and acts[0].text == text
+    assert isinstance(acts[1], Daemon) and acts[1].argv[:3] == ("tayga", "-d", "--config")
+    assert [a.argv for a in acts[2:] if isinstance(a, Command)] == [
+        ("ip", "link", "set", "nat64", "up"),
+        ("ip", "addr", "add", "198.18.1.1/32", "dev", "nat64"),
+        ("ip", "-6", "addr", "add", "2001:2::2/128", "dev", "nat64"),
+        ("ip", "route", "add", "192.168.255.0/24", "dev", "nat64"),
+        ("ip", "-6", "route", "add", "2001:db8:ffff::/96", "dev", "nat64"),
     ]
 
 
 def test_jool_argv() -> None:
-    m = parse_mechanism(topo("nat64-jool"))
-    assert isinstance(m, nat64.Nat64)
-    c = m.jool_config()
+    m = one(topo("nat64-jool"))
+    c = m.config
     assert c == JoolConfig("testbed", "2001:db8:ffff::/96", "192.168.255.0/24")
     assert c.add_argv() == [
-        "jool",
-        "instance",
-        "add",
-        "testbed",
-        "--netfilter",
-        "--pool6",
-        "2001:db8:ffff::/96",
+        "jool", "instance", "add", "testbed", "--netfilter", "--pool6", "2001:db8:ffff::/96",
     ]
     assert [a[5] for a in c.pool4_argvs()] == ["--tcp", "--udp", "--icmp"]
     assert c.remove_argv() == ["jool", "instance", "remove", "testbed"]
     csv = "Namespace,Name,Framework\n824db480,testbed,netfilter\n"
     assert listed(csv, "testbed") and not listed(csv, "other")
+    acts = m.actions()
+    assert isinstance(acts[0], LoadModule) and acts[0].module == "jool"
+    assert isinstance(acts[1], Command) and acts[1].undo_argv == tuple(c.remove_argv())
 
 
 def test_tayga_refuses_the_well_known_prefix_with_private_addresses() -> None:
     with pytest.raises(SpecError) as err:
-        parse_mechanism(topo("nat64-tayga", prefix="64:ff9b::/96"))
+        parse(topo("nat64-tayga", prefix="64:ff9b::/96"))
     assert err.value.file.endswith("nat64-tayga.toml")
-    assert err.value.key == "mechanism.pool4"  # 192.168.255.0/24 is private
+    assert err.value.key == "features[0].pool4"  # 192.168.255.0/24 is private
     assert "RFC 6052" in err.value.problem and "nat64-jool" in str(err.value)
     # a global pool, but h2 still has a benchmarking address (198.18.1.2)
     with pytest.raises(SpecError) as err:
-        parse_mechanism(topo("nat64-tayga", prefix="64:ff9b::/96", pool4="5.6.7.0/24"))
-    assert err.value.key == "mechanism.prefix" and "198.18.1.2" in err.value.problem
+        parse(topo("nat64-tayga", prefix="64:ff9b::/96", pool4="5.6.7.0/24"))
+    assert err.value.key == "features[0].prefix" and "198.18.1.2" in err.value.problem
 
 
 def test_well_known_prefix_is_fine_with_global_addresses_or_with_jool() -> None:
-    table = {"kind": "nat64-tayga", "router": "r1", "prefix": "64:ff9b::/96", "pool4": "5.6.7.0/24"}
+    table = {"kind": "nat64-tayga", "node": "r1", "prefix": "64:ff9b::/96", "pool4": "5.6.7.0/24"}
     t = three_nodes(
         table,
         ("ipv6", "dual", "ipv4"),
         addresses={"r1": ["5.5.5.1/24"], "h2": ["5.5.5.2/24"]},
     )
-    m = parse_mechanism(t)
-    assert isinstance(m, nat64.Nat64) and m.synthesized("5.5.5.2") == "64:ff9b::505:502"
-    jool = parse_mechanism(topo("nat64-jool", prefix="64:ff9b::/96"))
-    assert isinstance(jool, nat64.Nat64) and jool.prefix == "64:ff9b::/96"
+    m = one(t)
+    assert isinstance(m, Nat64) and m.synthesized("5.5.5.2") == "64:ff9b::505:502"
+    jool = one(topo("nat64-jool", prefix="64:ff9b::/96"))
+    assert isinstance(jool, Nat64) and jool.prefix == "64:ff9b::/96"
 
 
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        ({"prefix": "2001:db8:ffff::/80"}, "mechanism.prefix"),
-        ({"prefix": "2001:2::/96"}, "mechanism.prefix"),  # h1's link subnet
-        ({"prefix": "10.0.0.0/8"}, "mechanism.prefix"),
-        ({"pool4": "198.18.1.0/24"}, "mechanism.pool4"),  # overlaps the r1 -- h2 link
-        ({"pool4": "192.168.255.7/32"}, "mechanism.pool4"),  # TAYGA's pool must be /31 or wider
-        ({"router": "h1"}, "mechanism.router"),
-        ({"dns64": "maybe"}, "mechanism.dns64"),
-        ({"instance": "x"}, "mechanism.instance"),  # a Jool key on a TAYGA mechanism
-        ({"device": "way-too-long-for-linux"}, "mechanism.device"),
+        ({"prefix": "2001:db8:ffff::/80"}, "features[0].prefix"),
+        ({"prefix": "2001:2::/96"}, "features[0].prefix"),  # h1's link subnet
+        ({"prefix": "10.0.0.0/8"}, "features[0].prefix"),
+        ({"pool4": "198.18.1.0/24"}, "features[0].pool4"),  # overlaps the r1 -- h2 link
+        ({"pool4": "192.168.255.7/32"}, "features[0].pool4"),  # TAYGA's pool: /31 or wider
+        ({"node": "h1"}, "features[0].node"),
+        ({"enabled": "maybe"}, "features[0].enabled"),
+        ({"instance": "x"}, "features[0].instance"),  # a Jool option on a TAYGA feature
+        ({"device": "way-too-long-for-linux"}, "features[0].device"),
     ],
 )
 def test_nat64_validation(change: dict[str, Any], key: str) -> None:
-    table = {"kind": "nat64-tayga", "router": "r1", **change}
+    table = {"kind": "nat64-tayga", "node": "r1", **change}
     with pytest.raises(SpecError) as err:
-        parse_mechanism(three_nodes(table, ("ipv6", "dual", "ipv4")))
+        parse(three_nodes(table, ("ipv6", "dual", "ipv4")))
     assert err.value.key == key
 
 
 def test_nat64_needs_both_sides() -> None:
     with pytest.raises(SpecError, match="IPv6-only clients to IPv4-only servers"):
-        parse_mechanism(three_nodes({"kind": "nat64-jool", "router": "r1"}, ("dual",) * 3))
+        parse(three_nodes({"kind": "nat64-jool", "node": "r1"}, ("dual",) * 3))
 
 
 def test_dns64_configs() -> None:
@@ -319,38 +338,61 @@ def test_dns64_configs() -> None:
     assert "do-daemonize: no" in res
 
 
+def test_dns64_is_its_own_feature_and_disabled_by_default() -> None:
+    assert [f.kind for f in parse(topo("nat64-tayga"))] == ["nat64-tayga"]
+    lines = plan_of(topo("nat64-tayga", dns64="true")).describe()
+    assert any("start unbound-dns64" in line for line in lines)
+    assert any("h1: /etc/resolv.conf" in line and "nameserver 2001:2::2" in line for line in lines)
+    with pytest.raises(SpecError) as err:
+        parse(
+            three_nodes({"kind": "dns64", "node": "r1", "domain": "a b"}, ("ipv6", "dual", "ipv4"))
+        )
+    assert err.value.key == "features[0].domain"
+
+
 # --- generic ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["6to4", "isatap", "nat64-tayga", "nat64-jool"])
-def test_unknown_key_names_the_allowed_ones(name: str) -> None:
+def test_unknown_option_names_the_allowed_ones(name: str) -> None:
     t = topo(name)
-    bad = topology_from_dict(
-        {**_raw(t), "mechanism": {**t.mechanism_dict, "prefx": "x"}}, file="f.toml"
-    )
+    tables = t.features_list
+    tables[0]["prefx"] = "x"
+    bad = topology_from_dict({**_raw(t), "features": tables}, file="f.toml")
     with pytest.raises(SpecError) as err:
-        parse_mechanism(bad)
-    assert err.value.key == "mechanism.prefx" and err.value.file == "f.toml"
+        parse(bad)
+    assert err.value.key == "features[0].prefx" and err.value.file == "f.toml"
     assert err.value.allowed is not None and "kind" in err.value.allowed
 
 
 def test_unknown_or_missing_kind() -> None:
     with pytest.raises(SpecError) as err:
-        parse_mechanism(three_nodes({"kind": "teredo"}, ("dual",) * 3))
-    assert err.value.key == "mechanism.kind" and "nat64-jool" in str(err.value)
+        parse(three_nodes({"kind": "teredo", "node": "r1"}, ("dual",) * 3))
+    assert err.value.key == "features[0].kind" and "nat64-jool" in str(err.value)
     with pytest.raises(SpecError) as err:
-        parse_mechanism(three_nodes({"router": "r1"}, ("dual",) * 3))
-    assert err.value.key == "mechanism.kind"
+        three_nodes({"node": "r1"}, ("dual",) * 3)
+    assert err.value.key == "features[0].kind"
+    with pytest.raises(SpecError) as err:
+        parse(three_nodes({"kind": "nat64-jool"}, ("ipv6", "dual", "ipv4")))
+    assert err.value.key == "features[0].node"
+
+
+def test_mechanism_table_is_refused_with_the_replacement() -> None:
+    with pytest.raises(SpecError) as err:
+        topology_from_dict({"nodes": {"h1": {}}, "mechanism": {"kind": "6to4"}}, file="m.toml")
+    assert err.value.key == "mechanism" and "[[features]]" in str(err.value)
 
 
 def test_missing_kernel_feature_points_to_the_vm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capabilities, "missing", lambda feats: [f for f in feats if f == "sit"])
+    monkeypatch.setattr(capabilities, "probe", lambda: {})
     with pytest.raises(MissingCapability) as err:
-        check_mechanism(topo("6to4"))
+        check_needs(plan_of(topo("6to4")))
     assert err.value.feature == "sit"
     assert "6to4" in str(err.value) and "testbed vm" in str(err.value)
+    assert "features[0]" in str(err.value)
     monkeypatch.setattr(capabilities, "missing", lambda feats: [])
-    assert check_mechanism(topo("6to4")).kind == "6to4"
+    check_needs(plan_of(topo("6to4")))
 
 
 def _raw(t: Topology) -> dict[str, Any]:

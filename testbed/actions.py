@@ -1,0 +1,718 @@
+"""The typed plan actions: what one build step does (apply), says (describe) and undoes (defer).
+
+Every action is a frozen dataclass with `describe()` (one line for `testbed plan`) and
+`apply(env)`. An action that leaves something behind registers its undo with `env.defer(...)`
+(before creating it when a half-made object must still be removed, like the kernel
+selftests' `defer`); the Testbed keeps those undos in a journal with nested scopes and runs
+them in reverse. Core actions name namespaces (the plan compiler resolves nodes); feature
+actions name nodes, resolved with `env.netns(node)` when applied.
+
+`{scratch}` in a feature action's argv or file text stands for the run's scratch folder
+(see `SCRATCH`), so a plan is printable before the run's folder exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from testbed import netlink, processes
+from testbed.errors import DaemonError, KernelError, MissingCapability
+from testbed.shaping import Qdisc
+from testbed.waiting import Deadline, process_timeout
+
+if TYPE_CHECKING:
+    from testbed.processes import ManagedProcess
+
+SCRATCH = "{scratch}"
+NETNS_ETC = Path("/etc/netns")
+POLL_S = 0.05
+
+
+def scratch(name: str) -> str:
+    """The placeholder path of a file in the run's scratch folder ('{scratch}/NAME')."""
+    return f"{SCRATCH}/{name}"
+
+
+# ---------------------------------------------------------------------------- the interpreter side
+
+
+@dataclass(frozen=True)
+class Undo:
+    """One journal entry: what it undoes (for messages) and how.
+
+    `within`: the namespace the undone object lives in. When the same unwinding removes that
+    namespace (an entry with `removes` = it), the entry is skipped: removing the namespace
+    removes the object too.
+    """
+
+    what: str
+    run: Callable[[], object]
+    within: str | None = None
+    removes: str | None = None  # the namespace this undo removes
+
+
+class Env(Protocol):
+    """What an action needs from the interpreter (testbed.testbed.Testbed provides it)."""
+
+    def netns(self, node: str) -> str: ...
+
+    def handle(self, ns: str) -> netlink.Netns: ...
+
+    def scratch_dir(self) -> Path: ...
+
+    def defer(self, undo: Undo) -> None: ...
+
+
+def expand(text: str, env: Env) -> str:
+    return text.replace(SCRATCH, str(env.scratch_dir())) if SCRATCH in text else text
+
+
+def run_in(
+    env: Env,
+    ns: str,
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    input: str | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run argv (placeholders expanded) in namespace `ns`."""
+    return processes.run(
+        processes.ns_argv(ns, [expand(a, env) for a in argv]),
+        check=check,
+        input=input,
+        timeout=timeout if timeout is not None else process_timeout(60),
+        where=f"namespace {ns}",
+    )
+
+
+def _argv_text(argv: Sequence[str]) -> str:
+    return " ".join(a if a and " " not in a else repr(a) for a in argv)
+
+
+# ---------------------------------------------------------------------------- readiness checks
+
+
+class Check(Protocol):
+    """A readiness condition: None when it holds, else what is still missing."""
+
+    def describe(self) -> str: ...
+
+    def check(self, env: Env) -> str | None: ...
+
+
+def _ip_json(env: Env, node: str, args: Sequence[str]) -> list[dict[str, object]]:
+    out = run_in(env, env.netns(node), ["ip", "-j", *args], check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        return []
+    try:
+        data = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        return []
+    return data if isinstance(data, list) else []
+
+
+@dataclass(frozen=True)
+class LinkIsUp:
+    node: str
+    dev: str
+
+    def describe(self) -> str:
+        return f"{self.dev} on {self.node} is up"
+
+    def check(self, env: Env) -> str | None:
+        links = _ip_json(env, self.node, ["link", "show", "dev", self.dev])
+        if not links:
+            return f"no interface {self.dev} on {self.node}"
+        flags = links[0].get("flags", [])
+        if not isinstance(flags, list) or "UP" not in flags:
+            return f"{self.dev} on {self.node} is not up"
+        return None
+
+
+@dataclass(frozen=True)
+class LinkExists:
+    node: str
+    dev: str
+
+    def describe(self) -> str:
+        return f"{self.dev} exists on {self.node}"
+
+    def check(self, env: Env) -> str | None:
+        if not _ip_json(env, self.node, ["link", "show", "dev", self.dev]):
+            return f"no interface {self.dev} on {self.node} yet"
+        return None
+
+
+@dataclass(frozen=True)
+class HasAddress:
+    node: str
+    dev: str
+    address: str
+
+    def describe(self) -> str:
+        return f"{self.node}/{self.dev} has {self.address} (not tentative)"
+
+    def check(self, env: Env) -> str | None:
+        want = ipaddress.ip_address(self.address)
+        for link in _ip_json(env, self.node, ["addr", "show", "dev", self.dev]):
+            infos = link.get("addr_info", [])
+            for a in infos if isinstance(infos, list) else []:
+                if ipaddress.ip_address(str(a.get("local", "::"))) == want:
+                    if a.get("tentative"):
+                        return f"{self.address} on {self.node}/{self.dev} is still tentative"
+                    return None
+        return f"no address {self.address} on {self.node}/{self.dev}"
+
+
+@dataclass(frozen=True)
+class HasRoute:
+    node: str
+    family: int
+    dst: str
+    dev: str
+
+    def describe(self) -> str:
+        return f"{self.node} routes {self.dst} into {self.dev}"
+
+    def check(self, env: Env) -> str | None:
+        for r in _ip_json(env, self.node, [f"-{self.family}", "route", "show", self.dst]):
+            if r.get("dev") == self.dev:
+                return None
+        return f"no route {self.dst} dev {self.dev} on {self.node}"
+
+
+@dataclass(frozen=True)
+class Listening:
+    """A socket listens on each of `addresses` at `port` (`ss -l`; udp or tcp)."""
+
+    node: str
+    proto: str
+    addresses: tuple[str, ...]
+    port: int
+
+    def describe(self) -> str:
+        return f"{self.node} listens on {self.proto} " + ", ".join(
+            self._shown(a) for a in self.addresses
+        )
+
+    def _shown(self, addr: str) -> str:
+        return f"[{addr}]:{self.port}" if ":" in addr else f"{addr}:{self.port}"
+
+    def check(self, env: Env) -> str | None:
+        flag = "-u" if self.proto == "udp" else "-t"
+        out = run_in(env, env.netns(self.node), ["ss", "-H", "-l", "-n", flag], check=False)
+        for addr in self.addresses:
+            if self._shown(addr) not in out.stdout:
+                return f"not listening on {self.proto} {self._shown(addr)} yet"
+        return None
+
+
+@dataclass(frozen=True)
+class Succeeds:
+    """argv exits 0 in `node` (and prints `contains`, when given)."""
+
+    node: str
+    argv: tuple[str, ...]
+    contains: str = ""
+
+    def describe(self) -> str:
+        tail = f" and prints {self.contains!r}" if self.contains else ""
+        return f"`{_argv_text(self.argv)}` succeeds on {self.node}{tail}"
+
+    def check(self, env: Env) -> str | None:
+        out = run_in(env, env.netns(self.node), self.argv, check=False)
+        if out.returncode != 0:
+            return f"`{_argv_text(self.argv)}` exits {out.returncode} on {self.node}"
+        if self.contains and self.contains not in out.stdout:
+            return f"`{_argv_text(self.argv)}` does not print {self.contains!r} yet"
+        return None
+
+
+@dataclass(frozen=True)
+class FileExists:
+    """A file exists (a daemon's pid file); `path` may use the {scratch} placeholder."""
+
+    path: str
+
+    def describe(self) -> str:
+        return f"{self.path} exists"
+
+    def check(self, env: Env) -> str | None:
+        return None if Path(expand(self.path, env)).exists() else f"no {self.path} yet"
+
+
+def poll(
+    env: Env,
+    checks: Sequence[Check],
+    deadline_s: float,
+    alive: Callable[[], bool] | None = None,
+) -> str | None:
+    """Wait until every check holds; the last reason one did not (None: all hold)."""
+    import time
+
+    end = Deadline(deadline_s)
+    while True:
+        reason = next((r for r in (c.check(env) for c in checks) if r is not None), None)
+        if reason is None:
+            return None
+        if (alive is not None and not alive()) or end.expired():
+            return reason
+        time.sleep(POLL_S)
+
+
+# ---------------------------------------------------------------------------- core actions
+
+
+@dataclass(frozen=True)
+class CreateNamespace:
+    node: str
+    ns: str
+
+    def describe(self) -> str:
+        return f"create namespace {self.ns} for {self.node}"
+
+    def apply(self, env: Env) -> None:
+        # deferred first: a namespace half-created when the process is stopped (or when
+        # creation fails midway) is still removed
+        env.defer(
+            Undo(f"remove namespace {self.ns}", lambda: remove_namespace(self.ns), removes=self.ns)
+        )
+        netlink.create_netns(self.ns)
+
+
+@dataclass(frozen=True)
+class SetSysctls:
+    """Per-namespace sysctls of a fresh namespace (no undo: they go with the namespace)."""
+
+    ns: str
+    values: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return f"{self.ns}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
+
+    def apply(self, env: Env) -> None:
+        netlink.set_sysctls(self.ns, dict(self.values))
+
+
+@dataclass(frozen=True)
+class AddVeth:
+    ns_a: str
+    if_a: str
+    ns_b: str
+    if_b: str
+    mtu: int
+    index_a: int = 0
+    index_b: int = 0
+
+    def describe(self) -> str:
+        return (
+            f"veth {self.ns_a}/{self.if_a} (ifindex {self.index_a}) <-> "
+            f"{self.ns_b}/{self.if_b} (ifindex {self.index_b}) mtu {self.mtu}"
+        )
+
+    def apply(self, env: Env) -> None:
+        env.defer(
+            Undo(
+                f"remove {self.ns_a}/{self.if_a}",
+                lambda: _delete_link(env, self.ns_a, self.if_a),
+                within=self.ns_a,
+            )
+        )
+        env.handle(self.ns_a).add_veth(
+            self.if_a, self.ns_b, self.if_b, self.mtu, self.index_a, self.index_b
+        )
+
+
+def _delete_link(env: Env, ns: str, ifname: str) -> None:
+    if netlink.netns_exists(ns):
+        env.handle(ns).delete_link(ifname)
+
+
+@dataclass(frozen=True)
+class AddAddress:
+    ns: str
+    ifname: str
+    cidr: str
+
+    def describe(self) -> str:
+        return f"{self.ns}: address {self.cidr} on {self.ifname}"
+
+    def apply(self, env: Env) -> None:
+        env.handle(self.ns).add_address(self.ifname, self.cidr)
+
+
+@dataclass(frozen=True)
+class LinkUp:
+    ns: str
+    ifname: str
+
+    def describe(self) -> str:
+        return f"{self.ns}: {self.ifname} up"
+
+    def apply(self, env: Env) -> None:
+        env.handle(self.ns).set_up(self.ifname)
+
+
+@dataclass(frozen=True)
+class AddRoute:
+    ns: str
+    dst: str
+    via: str
+    dev: str
+
+    def describe(self) -> str:
+        return f"{self.ns}: route {self.dst} via {self.via} dev {self.dev}"
+
+    def apply(self, env: Env) -> None:
+        env.handle(self.ns).add_route(self.dst, self.via, self.dev)
+
+
+@dataclass(frozen=True)
+class OffloadOff:
+    ns: str
+    ifname: str
+
+    def describe(self) -> str:
+        return f"{self.ns}: segmentation offloads off on {self.ifname} (netem counts per packet)"
+
+    def apply(self, env: Env) -> None:
+        run_in(
+            env, self.ns, ["ethtool", "-K", self.ifname, "tso", "off", "gso", "off", "gro", "off"]
+        )
+
+
+@dataclass(frozen=True)
+class SetQdisc:
+    ns: str
+    ifname: str
+    qdisc: Qdisc
+
+    def describe(self) -> str:
+        return f"{self.ns}: tc {' '.join(self.qdisc.argv(self.ifname))}"
+
+    def apply(self, env: Env) -> None:
+        processes.run(
+            netlink.tc_argv(self.ns, self.qdisc.argv(self.ifname)), where=f"namespace {self.ns}"
+        )
+        env.defer(
+            Undo(
+                f"remove the qdisc of {self.ns}/{self.ifname}",
+                lambda: _del_root_qdisc(self.ns, self.ifname),
+                within=self.ns,
+            )
+        )
+
+
+def _del_root_qdisc(ns: str, ifname: str) -> None:
+    if netlink.netns_exists(ns):
+        processes.run(netlink.tc_argv(ns, ["qdisc", "del", "dev", ifname, "root"]), check=False)
+
+
+@dataclass(frozen=True)
+class WaitInterfaces:
+    """Wait until every listed interface is up and (where IPv6 is on) has its link-local."""
+
+    interfaces: tuple[tuple[str, bool, tuple[str, ...]], ...]  # (ns, ipv6 on, ifnames)
+    deadline_s: float = 10.0
+
+    def describe(self) -> str:
+        n = sum(len(names) for _ns, _v6, names in self.interfaces)
+        return f"wait until {n} interfaces are up (carrier, IPv6 link-local)"
+
+    def apply(self, env: Env) -> None:
+        import time
+
+        from testbed import signals
+
+        pending = {ns: (v6, set(names)) for ns, v6, names in self.interfaces if names}
+        deadline = Deadline(self.deadline_s)
+        while pending:
+            waiting: dict[str, list[str]] = {}
+            for ns, (v6, names) in pending.items():
+                left = env.handle(ns).not_ready(v6, names)
+                if left:
+                    waiting[ns] = left
+            pending = {ns: pending[ns] for ns in waiting}
+            if not pending:
+                return
+            signals.check()
+            if deadline.expired():
+                where = "; ".join(f"{ns}: {', '.join(v)}" for ns, v in waiting.items())
+                raise KernelError("bring up interfaces (carrier and IPv6 link-local)", where, 110)
+            time.sleep(0.02)
+
+
+# ---------------------------------------------------------------------------- feature actions
+
+
+@dataclass(frozen=True)
+class Sysctl:
+    """Set sysctls in a node; the undo restores the values read before."""
+
+    node: str
+    values: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        return f"{self.node}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
+
+    def apply(self, env: Env) -> None:
+        ns = env.netns(self.node)
+        before = {k: netlink.read_sysctl(ns, k) for k, _v in self.values}
+        env.defer(
+            Undo(
+                f"restore {', '.join(before)} on {self.node}",
+                lambda: netlink.set_sysctls(ns, before) if netlink.netns_exists(ns) else None,
+                within=ns,
+            )
+        )
+        netlink.set_sysctls(ns, dict(self.values))
+
+
+@dataclass(frozen=True)
+class Command:
+    """Run argv in a node (exit 0 expected); `undo_argv`, if any, runs on undo (its exit
+    status is ignored: the object may be gone already)."""
+
+    node: str
+    argv: tuple[str, ...]
+    undo_argv: tuple[str, ...] = ()
+    unless: tuple[Check, ...] = ()  # skipped (no undo either) when these already hold
+
+    def describe(self) -> str:
+        undo = f"  [undo: {_argv_text(self.undo_argv)}]" if self.undo_argv else ""
+        unless = f"  (unless {', '.join(c.describe() for c in self.unless)})" if self.unless else ""
+        return f"{self.node}: {_argv_text(self.argv)}{undo}{unless}"
+
+    def apply(self, env: Env) -> None:
+        ns = env.netns(self.node)
+        if self.unless and all(c.check(env) is None for c in self.unless):
+            return
+        if self.undo_argv:
+            # deferred first: a command that failed halfway may have created its object
+            undo = self.undo_argv
+            env.defer(
+                Undo(
+                    f"{self.node}: {_argv_text(undo)}",
+                    lambda: (
+                        run_in(env, ns, undo, check=False) if netlink.netns_exists(ns) else None
+                    ),
+                    within=ns,
+                )
+            )
+        run_in(env, ns, self.argv)
+
+
+@dataclass(frozen=True)
+class Tc(Command):
+    """A tc command (qdisc, class, filter) in a node; `tc` is prepended to argv and undo."""
+
+    def describe(self) -> str:
+        undo = f"  [undo: tc {_argv_text(self.undo_argv)}]" if self.undo_argv else ""
+        return f"{self.node}: tc {_argv_text(self.argv)}{undo}"
+
+    def apply(self, env: Env) -> None:
+        Command(
+            self.node,
+            ("tc", *self.argv),
+            ("tc", *self.undo_argv) if self.undo_argv else (),
+        ).apply(env)
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    """A file in the run's scratch folder (`name` may contain '/'); argv and other files
+    reference it as `scratch(name)`. Removed on undo (and with the run's folder)."""
+
+    name: str
+    text: str
+    mode: int = 0o644
+
+    def describe(self) -> str:
+        lines = self.text.count("\n")
+        return f"write {scratch(self.name)} ({lines} lines)"
+
+    def apply(self, env: Env) -> None:
+        path = env.scratch_dir() / self.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        env.defer(Undo(f"remove {path}", lambda: path.unlink(missing_ok=True)))
+        path.write_text(expand(self.text, env))
+        path.chmod(self.mode)
+
+
+@dataclass(frozen=True)
+class EtcFile:
+    """/etc/netns/NS/NAME: `ip netns exec` binds it over /etc/NAME for the node's programs
+    (e.g. resolv.conf). Removed on undo, and with the namespace."""
+
+    node: str
+    name: str
+    text: str
+
+    def describe(self) -> str:
+        body = "; ".join(
+            line.strip() for line in self.text.splitlines() if line.strip() and line[0] != "#"
+        )
+        return f"{self.node}: /etc/{self.name} (as /etc/netns/NS/{self.name}): {body}"
+
+    def apply(self, env: Env) -> None:
+        folder = NETNS_ETC / env.netns(self.node)
+        path = folder / self.name
+        folder.mkdir(parents=True, exist_ok=True)
+        env.defer(Undo(f"remove {path}", lambda: _remove_etc(path)))
+        path.write_text(expand(self.text, env))
+
+
+def _remove_etc(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # other files still there, or gone already
+        path.parent.rmdir()
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """A long-running program in a node, in the foreground, its output in
+    {scratch}/NAME-NODE.log; ready when every check in `ready` holds; stopped on undo."""
+
+    node: str
+    argv: tuple[str, ...]
+    name: str
+    ready: tuple[Check, ...] = ()
+    deadline_s: float = 10.0
+    after_stop: tuple[str, ...] = ()  # argv run in the node once it is stopped (exit ignored)
+
+    def describe(self) -> str:
+        until = "; ready when " + ", ".join(c.describe() for c in self.ready) if self.ready else ""
+        then = f", then {_argv_text(self.after_stop)}" if self.after_stop else ""
+        return (
+            f"{self.node}: start {self.name}: {_argv_text(self.argv)}{until}  [undo: stop it{then}]"
+        )
+
+    def apply(self, env: Env) -> None:
+        log_path = env.scratch_dir() / f"{self.name}-{self.node}.log"
+        with open(log_path, "w") as log:
+            proc: ManagedProcess = processes.ManagedProcess(
+                processes.ns_argv(env.netns(self.node), [expand(a, env) for a in self.argv]),
+                name=self.name,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        ns = env.netns(self.node)
+        if self.after_stop:
+            after = self.after_stop
+            env.defer(
+                Undo(
+                    f"{self.node}: {_argv_text(after)}",
+                    lambda: (
+                        run_in(env, ns, after, check=False) if netlink.netns_exists(ns) else None
+                    ),
+                    within=ns,
+                )
+            )
+        env.defer(Undo(f"stop {self.name} on {self.node}", proc.stop))
+        reason = poll(env, self.ready, self.deadline_s, alive=proc.alive)
+        if reason is None:
+            return
+        output = log_path.read_text(errors="replace") if log_path.exists() else ""
+        if not proc.alive():
+            raise DaemonError(
+                self.name,
+                self.node,
+                f"exited with code {proc.popen.wait()} before it was ready ({reason})",
+                output,
+            )
+        raise DaemonError(
+            self.name, self.node, f"not ready after {self.deadline_s:g} s: {reason}", output
+        )
+
+
+@dataclass(frozen=True)
+class NftRuleset:
+    """Load an nftables ruleset (`nft -f -`) in a node; undo deletes `table`
+    ("FAMILY NAME", e.g. "inet tb_filter"), which the ruleset must create."""
+
+    node: str
+    ruleset: str
+    table: str
+
+    def describe(self) -> str:
+        rules = sum(1 for line in self.ruleset.splitlines() if line.strip())
+        return f"{self.node}: nft -f - (table {self.table}, {rules} lines)  [undo: delete it]"
+
+    def apply(self, env: Env) -> None:
+        ns = env.netns(self.node)
+        family, name = self.table.split()
+        env.defer(
+            Undo(
+                f"{self.node}: nft delete table {self.table}",
+                lambda: (
+                    run_in(env, ns, ["nft", "delete", "table", family, name], check=False)
+                    if netlink.netns_exists(ns)
+                    else None
+                ),
+                within=ns,
+            )
+        )
+        run_in(env, ns, ["nft", "-f", "-"], input=expand(self.ruleset, env))
+
+
+@dataclass(frozen=True)
+class LoadModule:
+    """Load a kernel module on the machine (host-wide: the one change outside namespaces);
+    never unloaded (other runs may use it)."""
+
+    module: str
+    capability: str
+
+    def describe(self) -> str:
+        return f"modprobe {self.module} (if not loaded)"
+
+    def apply(self, env: Env) -> None:
+        if Path(f"/sys/module/{self.module}").exists():
+            return
+        if processes.run(["modprobe", self.module], check=False).returncode != 0:
+            raise MissingCapability(self.capability, f"loading module {self.module}", None)
+
+
+@dataclass(frozen=True)
+class WaitUntil:
+    """A feature's readiness check: wait until every check holds."""
+
+    what: str
+    checks: tuple[Check, ...]
+    deadline_s: float = 10.0
+
+    def describe(self) -> str:
+        return f"wait until {self.what} is ready: " + "; ".join(c.describe() for c in self.checks)
+
+    def apply(self, env: Env) -> None:
+        reason = poll(env, self.checks, self.deadline_s)
+        if reason is not None:
+            raise KernelError("set up", self.what, 0, reason)
+
+
+class Action(Protocol):
+    """Any plan action."""
+
+    def describe(self) -> str: ...
+
+    def apply(self, env: Env) -> None: ...
+
+
+def remove_namespace(ns: str) -> None:
+    """Kill what runs in `ns`, remove it, and confirm it is gone."""
+    processes.kill_netns_processes(ns)
+    netlink.remove_netns(ns)
+    # per-namespace /etc files (`ip netns exec` binds /etc/netns/NS/* over /etc), e.g. DNS64's
+    # resolv.conf: they belong to the namespace and go with it, also after a crash
+    shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
+    if netlink.netns_exists(ns):
+        raise KernelError("remove namespace", ns, 16)

@@ -1,0 +1,38 @@
+"""NAT64 (RFC 6146) with Jool, the in-kernel stateful translator, on a router."""
+
+from __future__ import annotations
+
+from testbed.actions import Action, Check, Command, LoadModule, Succeeds
+from testbed.daemons.jool import JoolConfig
+from testbed.features._nat64 import NAT64_OPTIONS, Nat64
+from testbed.features.base import Option, Options, Program
+
+
+class Nat64Jool(Nat64):
+    """A Jool instance (netfilter mode) in the router's namespace: pool6 = prefix, pool4."""
+
+    kind = "nat64-jool"
+    summary = "stateful NAT64 with Jool (kernel module) on a router"
+    options = (*NAT64_OPTIONS, Option("instance", "the Jool instance's name", "testbed"))
+    kernel = ("jool",)
+    programs = (Program("jool", "jool-tools", ("jool", "--version")),)
+    guest_modules = ("jool",)
+
+    def configure(self, opts: Options) -> None:
+        super().configure(opts)
+        self.config = JoolConfig(opts.name("instance"), self.prefix, self.pool4)
+
+    def actions(self) -> list[Action]:
+        c = self.config
+        # the instance belongs to the namespace and goes with it
+        out: list[Action] = [
+            LoadModule("jool", "jool"),
+            Command(self.node, tuple(c.add_argv()), undo_argv=tuple(c.remove_argv())),
+        ]
+        out += [Command(self.node, tuple(argv)) for argv in c.pool4_argvs()]
+        return out
+
+    def ready(self) -> list[Check]:
+        return [
+            Succeeds(self.node, tuple(self.config.display_argv()), contains=self.config.instance)
+        ]
