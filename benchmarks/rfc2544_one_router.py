@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.measure import runners
+from testbed.measure import kinds
+from testbed.measure.kinds import rfc2544 as rfc2544_kind
 from testbed.models import fragment_layout, max_throughput_bps, parse_rate
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
@@ -41,28 +42,28 @@ def rx_packets(tb: Any, node: str) -> int:
                if i.get("ifname") != "lo")
 
 
-def frames_per_datagram(tb: Any, ctx: runners.Context, ip: int, n: int) -> float:
+def frames_per_datagram(tb: Any, ctx: kinds.Context, ip: int, n: int) -> float:
     """Send 200 datagrams slowly and count the frames that reach h2."""
-    p = runners.validate_params("rfc2544", {"ip": ip, "ip_payload": n, "duration": 1,
+    p = kinds.validate_params("rfc2544", {"ip": ip, "ip_payload": n, "duration": 1,
                                             "cpu": False}, "benchmark", "m")
-    trial = runners.udp_trial(tb, p, ctx, ip, n, n - 8, retries=0)  # one window, one count
+    trial = rfc2544_kind.udp_trial(tb, p, ctx, ip, n, n - 8, retries=0)  # one window, one count
     before = rx_packets(tb, "h2")
     out = trial(200 * 8.0 * n)  # 200 datagrams a second, for one second
     frames = rx_packets(tb, "h2") - before
     return frames / out.received if out.received else float("nan")
 
 
-def bench_row(tb: Any, ctx: runners.Context, rate: str, ip: int, n: int, duration: float,
+def bench_row(tb: Any, ctx: kinds.Context, rate: str, ip: int, n: int, duration: float,
               resolution: float) -> dict[str, Any]:
     link = parse_rate(rate)
     model = max_throughput_bps(n, link, ip)
     # start 5 % above the model: a link faster than the model still shows as such, while a far
     # heavier first overload (1.25x was tried) sent the search astray for fragmented payloads
-    p = runners.validate_params("rfc2544", {"ip": ip, "ip_payload": n, "duration": duration,
+    p = kinds.validate_params("rfc2544", {"ip": ip, "ip_payload": n, "duration": duration,
                                             "resolution": resolution, "cpu": False,
                                             "max_rate": 1.05 * model}, "benchmark", "m")
     t0 = time.monotonic()
-    m = runners.run_rfc2544(tb, p, ctx)
+    m = kinds.measure("rfc2544", tb, p, ctx)
     res = m.result["throughput"]
     measured = m.metrics.get("throughput_bps", float("nan"))
     ratio = measured / model
@@ -125,7 +126,7 @@ def main() -> int:
     for rate in a.rates.split(","):
         topo = load_topology(ROOT / "topologies" / "one-router.toml", {"rate": rate})
         with Testbed(topo) as tb:
-            ctx = runners.Context()
+            ctx = kinds.Context()
             for ip in (int(v) for v in a.ip.split(",")):
                 payloads = ([int(v) for v in a.payloads.split(",")] if a.payloads
                             else PAYLOADS[ip])

@@ -14,7 +14,7 @@ from typing import Any
 
 from testbed import results
 from testbed.errors import SpecError, TestbedError, UsageError
-from testbed.measure import runners
+from testbed.measure import kinds
 from testbed.progress import Progress
 
 TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions", "measurements",
@@ -30,15 +30,6 @@ MAX_REPETITIONS = 1000
 MAX_TRIALS = 100_000
 MAX_TOPOLOGY_POINTS = 1000
 COMPILE_CHECK_NODES = 64  # check_topologies compiles the address plan of topologies this small
-# Measurement parameters by type (the runners' defaults say little: many are None).
-_BOOL_PARAMS = ("cpu", "nodelay", "busy_poll", "overhead", "keep_samples")
-_NODE_PARAMS = ("client", "server")
-_POS_INT_PARAMS = {"count": 10_000_000, "streams": 128}
-_SIZE_PARAMS = ("frame_size", "ip_payload", "size", "length")
-_POS_NUM_PARAMS = {"duration": 3600.0, "interval": 60.0, "resolution": 1.0, "drain_s": 60.0,
-                   "max_late_ms": 60_000.0}
-_RATE_PARAMS = ("rate", "max_rate")
-_STR_PARAMS = ("protocol", "direction", "test")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -51,6 +42,7 @@ class MeasurementSpec:
     params: dict[str, Any]  # defaults merged, list values removed (they are in `sweep`)
     sweep: dict[str, list[Any]]
     where: dict[str, list[Any]] = field(default_factory=dict)  # only at these topology points
+    description: str = ""  # the experiment file's `description` of this measurement
 
     def applies(self, tp: TopologyPoint) -> bool:
         for k, allowed in self.where.items():
@@ -76,15 +68,17 @@ class Experiment:
     measurements: list[MeasurementSpec]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     clock: str | None = None  # "virtual" / "real": the clock it must run on; None: any
+    paper: str = ""  # the paper it reproduces (an id of testbed/report/papers.py), if any
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "file": self.file, "profile": self.profile,
             "description": self.description, "topology": self.topology, "params": self.params,
             "topo_sweep": self.topo_sweep, "meas_sweep": self.meas_sweep,
-            "repetitions": self.repetitions, "clock": self.clock,
+            "repetitions": self.repetitions, "clock": self.clock, "paper": self.paper,
             "measurements": [{"name": m.name, "kind": m.kind, "params": m.params,
-                              "sweep": m.sweep, "where": m.where} for m in self.measurements],
+                              "sweep": m.sweep, "where": m.where,
+                              "description": m.description} for m in self.measurements],
         }
 
 
@@ -248,24 +242,29 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
         key = f"measurements.{mname}"
         if not isinstance(mraw, dict):
             raise SpecError(file, key, "must be a table", f"[{key}] with kind = ...")
-        kind = mraw.get("kind")
-        if not isinstance(kind, str):
-            raise SpecError(file, f"{key}.kind", "missing", ", ".join(runners.KINDS))
+        kind_name = mraw.get("kind")
+        if not isinstance(kind_name, str):
+            raise SpecError(file, f"{key}.kind", "missing", ", ".join(kinds.KINDS))
+        kind = kinds.get(kind_name, file, f"{key}.kind")
         given = {k: v for k, v in mraw.items() if k not in MEASUREMENT_META}
+        for k in given:
+            if kind.param(k) is None:
+                raise SpecError(file, f"{key}.{k}", f"unknown parameter of {kind.name}",
+                                ", ".join(sorted(kind.param_names)))
         own_sweep = {k: v for k, v in given.items() if isinstance(v, list)
-                     and k != "cpu_processes"}
+                     and _param(kind, k).type != "names"}
         for k, vals in own_sweep.items():
             if not vals:
                 raise SpecError(file, f"{key}.{k}", "an empty list sweeps nothing")
         fixed = {k: v for k, v in given.items() if k not in own_sweep}
         for k, v in given.items():
             for i, one in enumerate(own_sweep.get(k, [v])):
-                _check_param_type(k, one, file, f"{key}.{k}" + (f"[{i}]" if k in own_sweep else ""))
-        for k, vals in meas_sweep.items():
+                kinds.check_value(_param(kind, k), one, file,
+                                  f"{key}.{k}" + (f"[{i}]" if k in own_sweep else ""))
+        relevant = {k: v for k, v in meas_sweep.items() if kind.param(k) is not None}
+        for k, vals in relevant.items():
             for i, one in enumerate(vals):
-                _check_param_type(k, one, file, f"sweep.{k}[{i}]")
-        accepted = set(runners.KINDS[kind].params) if kind in runners.KINDS else set()
-        relevant = {k: v for k, v in meas_sweep.items() if k in accepted}
+                kinds.check_value(_param(kind, k), one, file, f"sweep.{k}[{i}]")
         for k in relevant:
             if k in given:  # the global sweep would silently replace the measurement's own value
                 raise SpecError(file, f"{key}.{k}",
@@ -274,8 +273,8 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                                 "measurements that sweep it")
         # validate every combination the trials will take (sizes against the IP version, ...)
         for combo in itertools.islice(_product({**relevant, **own_sweep}), 10000):
-            runners.validate_params(kind, {**fixed, **combo}, file, key)
-        merged = runners.validate_params(
+            kinds.validate(kind, {**fixed, **combo}, file, key)
+        merged = kinds.validate(
             kind, {**fixed, **{k: v[0] for k, v in own_sweep.items()},
                    **{k: v[0] for k, v in relevant.items()}}, file, key)
         for k in own_sweep:
@@ -294,9 +293,13 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                 if isinstance(one, list | dict):
                     raise SpecError(file, f"{key}.where.{wk}[{i}]", "must be a plain value",
                                     "a string, number or boolean")
-        measurements.append(MeasurementSpec(mname, kind, merged, own_sweep, where))
+        description = mraw.get("description", "")
+        if not isinstance(description, str):
+            raise SpecError(file, f"{key}.description", "must be a string", "a line of text")
+        measurements.append(MeasurementSpec(mname, kind.name, merged, own_sweep, where,
+                                            description))
     for k in meas_sweep:
-        if not any(k in runners.KINDS[m.kind].params for m in measurements):
+        if not any(kinds.KINDS[m.kind].param(k) is not None for m in measurements):
             raise SpecError(file, f"sweep.{k}", "no measurement of this experiment takes it",
                             "topology, topology.<param>, or a parameter of a measurement")
     for k, v in params.items():
@@ -311,10 +314,14 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise SpecError(file, "description", "must be a string", "a line of text")
+    paper = raw.get("paper", "")
+    if not isinstance(paper, str):
+        raise SpecError(file, "paper", "must be a string",
+                        'the paper\'s id, e.g. "gometz-2015-ipv4-ipv6-open-source-routers"')
     exp = Experiment(
         name=name, file=file, profile=profile, description=description,
         topology=topology, params=params, topo_sweep=topo_sweep, meas_sweep=meas_sweep,
-        repetitions=reps, measurements=measurements, raw=dict(raw), clock=clock,
+        repetitions=reps, measurements=measurements, raw=dict(raw), clock=clock, paper=paper,
     )
     total = count_trials(exp)
     if total > MAX_TRIALS:
@@ -337,52 +344,10 @@ def _names(value: Any, file: str, key: str) -> list[str]:
     return list(values)
 
 
-def _check_param_type(name: str, v: Any, file: str, key: str) -> None:
-    """Type and range of one measurement parameter value (the runner would crash on others)."""
-    def bad(allowed: str) -> SpecError:
-        return SpecError(file, key, f"bad value {v!r}", allowed)
-
-    is_num = isinstance(v, int | float) and not isinstance(v, bool)
-    if name in _BOOL_PARAMS and not isinstance(v, bool):
-        raise bad("true or false")
-    if name in _NODE_PARAMS and not isinstance(v, str):
-        raise bad("a node name such as \"h1\"")
-    if name in _STR_PARAMS and not isinstance(v, str):
-        raise bad("a string")
-    if name == "cpu_processes" and (
-        not isinstance(v, list) or not all(isinstance(x, str) for x in v)
-    ):
-        raise bad("a list of program names, e.g. [\"tayga\"]")
-    if name in _POS_INT_PARAMS and not (
-        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= _POS_INT_PARAMS[name]
-    ):
-        raise bad(f"an integer from 1 to {_POS_INT_PARAMS[name]}")
-    if name in _SIZE_PARAMS and v is not None and not (
-        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65535
-    ):
-        raise bad("a size in bytes from 1 to 65535")
-    if name in _POS_NUM_PARAMS and v is not None and not (
-        is_num and math.isfinite(v) and 0 < v <= _POS_NUM_PARAMS[name]
-    ):
-        raise bad(f"a number above 0 and at most {_POS_NUM_PARAMS[name]:g}")
-    if name == "ratio" and v is not None and not _is_ratio(v):
-        raise bad("IPv4/IPv6 percentages such as \"100/0\", \"90/10\", \"50/50\"")
-    if name in _RATE_PARAMS and v is not None:
-        from testbed.topology import parse_rate
-
-        parse_rate(v, file, key)
-    if is_num and not math.isfinite(v):
-        raise bad("a finite number")
-
-
-def _is_ratio(v: Any) -> bool:
-    if not isinstance(v, str) or v.count("/") != 1:
-        return False
-    try:
-        a, b = (float(x) for x in v.split("/"))
-    except ValueError:
-        return False
-    return math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 and a + b > 0
+def _param(kind: kinds.Kind, name: str) -> kinds.Param:
+    p = kind.param(name)
+    assert p is not None, f"{kind.name} has no parameter {name}"  # checked before
+    return p
 
 
 def count_trials(exp: Experiment) -> int:
@@ -397,7 +362,7 @@ def count_trials(exp: Experiment) -> int:
         for m in exp.measurements:
             if not m.applies(tp):
                 continue
-            accepted = runners.KINDS[m.kind].params
+            accepted = kinds.KINDS[m.kind].param_names
             sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
             total += math.prod(len(v) for v in sweeps.values()) * exp.repetitions
             if total > MAX_TRIALS:
@@ -432,7 +397,7 @@ def check_topologies(exp: Experiment) -> None:
         for m in exp.measurements:
             if not m.applies(tp):
                 continue
-            for role in _NODE_PARAMS:
+            for role in (p.name for p in kinds.KINDS[m.kind].params if p.type == "node"):
                 node = m.params.get(role)
                 if isinstance(node, str) and node not in topo.node_names:
                     raise SpecError(exp.file, f"measurements.{m.name}.{role}",
@@ -495,7 +460,7 @@ def iter_plan(exp: Experiment) -> Iterator[TrialPlan]:
         for m in exp.measurements:
             if not m.applies(tp):
                 continue
-            accepted = runners.KINDS[m.kind].params
+            accepted = kinds.KINDS[m.kind].param_names
             sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
             for combo in _product(sweeps):
                 params = {**m.params, **combo}
@@ -542,8 +507,8 @@ def run_experiment(
     resume: bool = False,
     open_testbed: OpenTestbed = open_real_testbed,
     progress: Progress | None = None,
-    ctx: runners.Context | None = None,
-    run_trial: Callable[[Any, TrialPlan, runners.Context], runners.Measured] | None = None,
+    ctx: kinds.Context | None = None,
+    run_trial: Callable[[Any, TrialPlan, kinds.Context], kinds.Measured] | None = None,
     share: tuple[str, Collection[str]] | None = None,
 ) -> RunSummary:
     """Run every trial of `exp`, storing each in `db` as it finishes; with `resume`, continue
@@ -558,11 +523,11 @@ def run_experiment(
     if share is not None:
         wanted = set(share[1])
         trials = [t for t in trials if t.key(share[0]) in wanted]
-    ctx = ctx or runners.Context()
+    ctx = ctx or kinds.Context()
     base = Path(exp.file).resolve()
 
-    def default_trial(tb: Any, t: TrialPlan, c: runners.Context) -> runners.Measured:
-        return runners.KINDS[t.measurement.kind].runner(tb, t.params, c)
+    def default_trial(tb: Any, t: TrialPlan, c: kinds.Context) -> kinds.Measured:
+        return kinds.measure(t.measurement.kind, tb, t.params, c)
 
     do_trial = run_trial or default_trial
     with closing(results.connect(db)) as con, _store_errors(con, db, exp):
@@ -643,8 +608,8 @@ def _clock_doc(guest_started: float) -> dict[str, Any]:
 
 
 def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc: Any,
-         qdiscs: Any, do_trial: Callable[[Any, TrialPlan, runners.Context], runners.Measured],
-         ctx: runners.Context, prog: Progress) -> int:
+         qdiscs: Any, do_trial: Callable[[Any, TrialPlan, kinds.Context], kinds.Measured],
+         ctx: kinds.Context, prog: Progress) -> int:
     prog.start(t.label)
     started = results.wall_time()
     guest_started = time.time()
@@ -655,7 +620,8 @@ def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc
         row = results.TrialRow(
             t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
             t.point, t.group_key, t.repetition, started, results.wall_time(), "error", reason,
-            {}, {"params": t.params, **_clock_doc(guest_started)}, topo_doc, qdiscs)
+            {}, {"params": t.params, **_clock_doc(guest_started),
+                 "description": t.measurement.description}, topo_doc, qdiscs)
         results.write_trial(con, row)
         prog.finish(ok=False)
         prog.note(f"trial failed: {t.label}: {reason}")
@@ -663,7 +629,9 @@ def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc
     row = results.TrialRow(
         t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
         t.point, t.group_key, t.repetition, started, results.wall_time(), "ok", None,
-        m.metrics, {"params": t.params, **m.result, **_clock_doc(guest_started)},
+        m.metrics, {"params": t.params, **m.result, **_clock_doc(guest_started),
+                    "units": kinds.units_of(t.measurement.kind, m.metrics),
+                    "description": t.measurement.description},
         topo_doc, qdiscs)
     results.write_trial(con, row)
     prog.finish()

@@ -410,6 +410,19 @@ def merge(src: Path, dst: Path) -> int:
 # --- reading for reports -------------------------------------------------------------------
 
 
+def stored_units(row: TrialRow) -> dict[str, str]:
+    """metric -> unit as stored with a trial (empty for trials stored before units were)."""
+    units = row.result.get("units") if isinstance(row.result, dict) else None
+    return {str(k): str(v) for k, v in units.items()} if isinstance(units, dict) else {}
+
+
+def run_spec(con: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """The experiment as resolved for a run (`Experiment.to_dict()`: paper, descriptions...)."""
+    row = con.execute("SELECT spec FROM runs WHERE run_id=?", (run_id,)).fetchone()
+    spec = json.loads(row["spec"]) if row is not None else {}
+    return spec if isinstance(spec, dict) else {}
+
+
 def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
     """Per group (experiment, measurement, sweep point without repetition, clock): statistics
     of every metric over the repetitions that succeeded. Trials measured on different clocks
@@ -424,14 +437,20 @@ def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
     out = []
     for (exp, meas, gkey, clock), members in groups.items():
         metrics: dict[str, list[float]] = {}
+        units: dict[str, str] = {}
         for m in members:
             for k, v in m.metrics.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     metrics.setdefault(k, []).append(float(v))
+            units.update(stored_units(m))
+        first = members[0]
         out.append({
-            "experiment": exp, "measurement": meas, "point": members[0].point,
+            "experiment": exp, "measurement": meas, "kind": first.kind, "point": first.point,
             "group_key": gkey, "clock": clock, "trials": len(members),
+            "description": first.result.get("description", "")
+            if isinstance(first.result, dict) else "",
             "metrics": {k: describe(v).to_dict() for k, v in sorted(metrics.items())},
+            "units": {k: units[k] for k in sorted(metrics) if k in units},
         })
     return out
 

@@ -278,20 +278,29 @@ def _fmt(v: float) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from testbed.measure import kinds
+
     with closing(_open(args)) as con:
         rows = list(
             results.trials(
                 con, experiment=args.experiment, run_id=args.run, measurement=args.measurement
             )
         )
+        specs = {rid: results.run_spec(con, rid) for rid in dict.fromkeys(r.run_id for r in rows)}
     groups = results.group_stats(rows)
     errors = [r for r in rows if r.status == "error"]
-    if args.metric:
-        for g in groups:
+    for g in groups:
+        if args.metric:
             g["metrics"] = {k: v for k, v in g["metrics"].items() if k in args.metric}
+        # databases written before units were stored: the kinds' declarations say them
+        declared = kinds.units_of(g["kind"], g["metrics"])
+        g["units"] = {k: g["units"].get(k) or declared.get(k, "?") for k in g["metrics"]}
+    runs = [{"run_id": rid, "experiment": s.get("name"), "paper": s.get("paper") or None,
+             "description": s.get("description") or None} for rid, s in specs.items()]
     if args.json:
         json.dump(
             {
+                "runs": runs,
                 "groups": groups,
                 "errors": [{"trial": r.trial_key, "error": r.error} for r in errors],
             },
@@ -303,21 +312,27 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not rows:
         print("no trials match")
         return 0
+    for run in runs:
+        extra = "".join(f"  {k}: {run[k]}" for k in ("paper", "description") if run[k])
+        print(f"run {run['run_id']}  {run['experiment']}{extra}")
     for g in groups:
         pt = ", ".join(f"{k}={v}" for k, v in g["point"].items())
         print(
             f"{g['experiment']} / {g['measurement']}  [{pt}]  trials={g['trials']}  "
             f"clock={g['clock']}"
         )
+        if g["description"]:
+            print(f"    {g['description']}")
         print(
-            f"    {'metric':<30} {'n':>3} {'mean':>12} {'stdev':>10} {'95% CI':>25} "
-            f"{'min':>12} {'median':>12} {'max':>12}"
+            f"    {'metric':<30} {'unit':<6} {'n':>3} {'mean':>12} {'stdev':>10} "
+            f"{'95% CI':>25} {'min':>12} {'median':>12} {'max':>12}"
         )
         for name, s in g["metrics"].items():
             ci = f"[{_fmt(s['ci95_low'])}, {_fmt(s['ci95_high'])}]"
             print(
-                f"    {name:<30} {s['n']:>3} {_fmt(s['mean']):>12} {_fmt(s['stdev']):>10} "
-                f"{ci:>25} {_fmt(s['min']):>12} {_fmt(s['median']):>12} {_fmt(s['max']):>12}"
+                f"    {name:<30} {g['units'][name]:<6} {s['n']:>3} {_fmt(s['mean']):>12} "
+                f"{_fmt(s['stdev']):>10} {ci:>25} {_fmt(s['min']):>12} "
+                f"{_fmt(s['median']):>12} {_fmt(s['max']):>12}"
             )
     if errors:
         print(f"\n{len(errors)} trial(s) failed:")

@@ -8,11 +8,9 @@ packet delay variation.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import itertools
-import json
 import math
 import os
 import socket
@@ -20,6 +18,10 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from testbed.measure import probe
+
+MODULE = "testbed.measure.pingpong"
 
 SEQ_BYTES = 8  # a message starts with its sequence number (fewer bytes in tiny messages)
 
@@ -71,13 +73,12 @@ def argv(
     count: int = 1000, busy_poll: bool = True, timeout_s: float = 1.0, warmup: int = 10,
 ) -> list[str]:
     """argv that runs this probe as `role` ("server" or "client")."""
-    a = [python, "-m", "testbed.measure.pingpong", role, "--host", host, "--port", str(port),
-         "--protocol", protocol, "--size", str(size)]
+    opts: dict[str, Any] = {"protocol": protocol, "size": size}
     if role == "client":
-        a += ["--count", str(count), "--timeout", f"{timeout_s:g}", "--warmup", str(warmup)]
-    if busy_poll:
-        a.append("--busy-poll")
-    return a
+        opts |= {"count": count, "timeout": float(timeout_s), "warmup": warmup}
+    opts["busy_poll"] = busy_poll
+    return probe.argv(python, MODULE, role, host=host,
+                      port=port, options=opts)
 
 
 def percentile(sorted_vals: Sequence[float], q: float) -> float:
@@ -241,10 +242,7 @@ def client(
 
 
 def main(argv_: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.measure.pingpong")
-    p.add_argument("role", choices=("server", "client"))
-    p.add_argument("--host", required=True)
-    p.add_argument("--port", type=int, default=7777)
+    p = probe.parser(MODULE, ("server", "client"), 7777)
     p.add_argument("--protocol", choices=("udp", "tcp"), default="udp")
     p.add_argument("--size", type=int, default=64, help="message bytes (UDP data / TCP bytes)")
     p.add_argument("--count", type=int, default=1000)
@@ -257,9 +255,8 @@ def main(argv_: Sequence[str] | None = None) -> int:
             return serve(a.host, a.port, a.protocol, max(a.size, 1), a.busy_poll)
         except KeyboardInterrupt:
             return 0
-    doc = client(a.host, a.port, a.protocol, a.size, a.count, a.busy_poll, a.timeout, a.warmup)
-    json.dump(doc, sys.stdout)
-    sys.stdout.write("\n")
+    probe.emit(client(a.host, a.port, a.protocol, a.size, a.count, a.busy_poll, a.timeout,
+                      a.warmup))
     return 0
 
 

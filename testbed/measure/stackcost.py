@@ -7,23 +7,22 @@ by the address given: creating (and closing) TCP and UDP sockets, TCP connection
 
 from __future__ import annotations
 
-import argparse
-import json
 import socket
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from testbed.measure import probe
 from testbed.measure.pingpong import summarize_owd
+
+MODULE = "testbed.measure.stackcost"
 
 
 def argv(python: str, role: str, *, host: str, port: int, count: int = 1000) -> list[str]:
     """argv that runs this probe as `role` ("server" or "client")."""
-    a = [python, "-m", "testbed.measure.stackcost", role, "--host", host, "--port", str(port)]
-    if role == "client":
-        a += ["--count", str(count)]
-    return a
+    return probe.argv(python, MODULE, role, host=host, port=port,
+                      options={"count": count} if role == "client" else None)
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -113,10 +112,7 @@ def client(host: str, port: int, count: int) -> dict[str, Any]:
 
 
 def main(argv_: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.measure.stackcost")
-    p.add_argument("role", choices=("server", "client"))
-    p.add_argument("--host", required=True)
-    p.add_argument("--port", type=int, default=7780)
+    p = probe.parser(MODULE, ("server", "client"), 7780)
     p.add_argument("--count", type=int, default=1000)
     a = p.parse_args(argv_)
     if a.role == "server":
@@ -124,8 +120,7 @@ def main(argv_: Sequence[str] | None = None) -> int:
             return serve(a.host, a.port)
         except KeyboardInterrupt:
             return 0
-    json.dump(client(a.host, a.port, a.count), sys.stdout)
-    sys.stdout.write("\n")
+    probe.emit(client(a.host, a.port, a.count))
     return 0
 
 

@@ -10,10 +10,8 @@ Pure parts: `parse_snmp_udp`, `interarrival_summary`, `histogram`.
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import itertools
-import json
 import math
 import socket
 import struct
@@ -24,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from testbed import waiting
+from testbed.measure import probe
 from testbed.measure.pingpong import choose_mode, percentile, precise_sleep
+
+MODULE = "testbed.measure.udpprobe"
 
 PACINGS = ("auto", "spin", "sleep")
 
@@ -36,9 +37,9 @@ def send_argv(
     """argv of the paced sender; `max_burst` defaults to 0.5 ms worth of datagrams (at least 4),
     about what a shaper's bucket takes at line rate. `pacing`: see `pacing_mode`."""
     burst = max_burst if max_burst is not None else max(4, int(pps * 0.0005))
-    return [python, "-m", "testbed.measure.udpprobe", "send", "--host", host, "--port", str(port),
-            "--size", str(size), "--pps", f"{pps:.9g}", "--duration", f"{duration_s:g}",
-            "--max-burst", str(burst), "--pacing", pacing]
+    return probe.argv(python, MODULE, "send", host=host, port=port, options={
+        "size": size, "pps": float(pps), "duration": float(duration_s), "max_burst": burst,
+        "pacing": pacing})
 
 
 def pacing_mode(pacing: str, cpus: int | None = None) -> tuple[bool, str]:
@@ -59,11 +60,9 @@ def recv_argv(
 ) -> list[str]:
     """argv of the receiver: it exits `idle_s` after the last datagram (or after `max_wait_s`
     without any) and writes its JSON to `out`."""
-    a = [python, "-m", "testbed.measure.udpprobe", "recv", "--host", host, "--port", str(port),
-         "--out", out, "--idle", f"{idle_s:g}", "--max-wait", f"{max_wait_s:g}"]
-    if timestamps:
-        a.append("--timestamps")
-    return a
+    return probe.argv(python, MODULE, "recv", host=host, port=port, options={
+        "out": out, "idle": float(idle_s), "max_wait": float(max_wait_s),
+        "timestamps": timestamps})
 
 
 def parse_snmp_udp(snmp: str, snmp6: str = "") -> dict[str, int]:
@@ -310,10 +309,7 @@ def recv(
 
 
 def main(argv_: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.measure.udpprobe")
-    p.add_argument("role", choices=("send", "recv"))
-    p.add_argument("--host", required=True)
-    p.add_argument("--port", type=int, default=7790)
+    p = probe.parser(MODULE, ("send", "recv"), 7790)
     p.add_argument("--size", type=int, default=18)
     p.add_argument("--pps", type=float, default=1000.0)
     p.add_argument("--duration", type=float, default=2.0)
@@ -328,13 +324,7 @@ def main(argv_: Sequence[str] | None = None) -> int:
         doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst, a.pacing)
     else:
         doc = recv(a.host, a.port, a.idle, a.max_wait, a.timestamps)
-    text = json.dumps(doc) + "\n"
-    if a.out == "-":
-        sys.stdout.write(text)
-    else:
-        tmp = Path(a.out + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(a.out)
+    probe.emit(doc, a.out)
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.experiment import load_experiment, run_experiment
-from testbed.measure.runners import Measured
+from testbed.measure.kinds import Measured
 from testbed.parallel import read_share
 
 

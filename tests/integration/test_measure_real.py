@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from testbed.measure import runners
+from testbed.measure import kinds
 
 pytestmark = pytest.mark.root
 
 
-def measure(tb: Any, kind: str, **params: Any) -> runners.Measured:
-    p = runners.validate_params(kind, params, "test", "m")
-    return runners.KINDS[kind].runner(tb, p, runners.Context())
+def measure(tb: Any, kind: str, **params: Any) -> kinds.Measured:
+    p = kinds.validate_params(kind, params, "test", "m")
+    return kinds.measure(kind, tb, p, kinds.Context())
 
 
 @pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")

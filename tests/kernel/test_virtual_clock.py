@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from testbed import models, waiting
-from testbed.measure import runners
+from testbed.measure import kinds
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
 
@@ -25,14 +25,14 @@ def owd_cells(routers: int, runs: int = 1) -> dict[int, list[dict[str, Any]]]:
     """Per IP payload, `runs` ping-pong results (median OWD, loopback overhead, mode)."""
     topo = load_topology(CHAIN, {"routers": str(routers), "rate": "ethernet"})
     out: dict[int, list[dict[str, Any]]] = {}
-    ctx = runners.Context()
+    ctx = kinds.Context()
     with Testbed(topo) as tb:
         for n in PAYLOADS:
             for _ in range(runs):
-                params = runners.validate_params(
+                params = kinds.validate_params(
                     "pingpong", {"ip": 4, "ip_payload": n, "count": 100, "cpu": False},
                     "test", "owd")
-                m = runners.run_pingpong(tb, params, ctx)
+                m = kinds.measure("pingpong", tb, params, ctx)
                 out.setdefault(n, []).append({
                     "median": m.metrics["owd_median_us"],
                     "overhead": m.metrics["probe_overhead_median_us"],

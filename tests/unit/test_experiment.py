@@ -23,7 +23,7 @@ from testbed.experiment import (
     plan,
     run_experiment,
 )
-from testbed.measure.runners import Measured
+from testbed.measure.kinds import Measured
 from testbed.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,7 @@ def test_plan_groups_by_topology_and_keys_are_unique() -> None:
         ({"topology": "chain", "measurements": {"a": {"kind": "ping", "ip": 5}}},
          "measurements.a.ip"),
         ({"topology": "chain", "measurements": {"a": {"kind": "ping", "ip": [4, 7]}}},
-         "measurements.a.ip"),
+         "measurements.a.ip[1]"),
         ({"topology": "chain", "measurements": {"a": {"kind": "ping"}}, "sweep": {"zap": [1]}},
          "sweep.zap"),
         ({"topology": "chain", "measurements": {"a": {"kind": "ping"}},

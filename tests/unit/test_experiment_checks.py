@@ -15,8 +15,10 @@ from testbed import models, results
 from testbed.cli import main
 from testbed.errors import SpecError
 from testbed.experiment import experiment_from_dict, load_experiment, plan, run_experiment
-from testbed.measure import rfc2544, runners
-from testbed.measure.runners import Measured
+from testbed.measure import kinds, rfc2544
+from testbed.measure.kinds import Measured
+from testbed.measure.kinds import pingpong as pingpong_kind
+from testbed.measure.kinds import rfc2544 as rfc2544_kind
 from testbed.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,12 +129,12 @@ def test_frame_loss_starts_at_line_rate_not_at_the_throughput(
             return rfc2544.TrialOutcome(rate, rate, 1000, int(1000 * got), 0.0, 1.0)
         return trial
 
-    monkeypatch.setattr(runners, "udp_trial", fake_udp_trial)
+    monkeypatch.setattr(rfc2544_kind, "udp_trial", fake_udp_trial)
     tb = SimpleNamespace(topology=SimpleNamespace(
         links=[SimpleNamespace(shape=SimpleNamespace(rate_bps=1e9))]))
-    p = runners.validate_params("rfc2544", {"frame_size": 1518, "test": "both", "cpu": False},
+    p = kinds.validate_params("rfc2544", {"frame_size": 1518, "test": "both", "cpu": False},
                                 "x", "m")
-    m = runners.run_rfc2544(tb, p, runners.Context())  # type: ignore[arg-type]
+    m = kinds.measure("rfc2544", tb, p, kinds.Context())  # type: ignore[arg-type]
     line = models.max_throughput_bps(1480, 1e9, 4)
     loss = m.result["frame_loss"]
     assert loss[0]["offered"] == pytest.approx(line)
@@ -145,10 +147,11 @@ def test_frame_loss_starts_at_line_rate_not_at_the_throughput(
 def test_pingpong_stores_the_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
     doc = {"owd": {"n": 3, "mean_us": 30.0, "min_us": 25.0, "max_us": 40.0, "median_us": 29.0,
                    "p99_us": 39.0}, "lost": 0, "busy_poll": False}
-    monkeypatch.setattr(runners, "_pingpong_once", lambda *a, **k: dict(doc))
+    monkeypatch.setattr(pingpong_kind, "exchange", lambda *a, **k: dict(doc))
     tb = SimpleNamespace(address=lambda node, ip: "10.0.0.2")
-    p = runners.validate_params("pingpong", {"size": 64, "overhead": False}, "x", "m")
-    m = runners.run_pingpong(tb, p, runners.Context())  # type: ignore[arg-type]
+    p = kinds.validate_params("pingpong", {"size": 64, "overhead": False, "cpu": False},
+                              "x", "m")
+    m = kinds.measure("pingpong", tb, p, kinds.Context())  # type: ignore[arg-type]
     assert m.metrics["rtt_median_us"] == 58.0 and m.metrics["owd_median_us"] == 29.0
     assert m.metrics["rtt_mean_us"] == 60.0
 

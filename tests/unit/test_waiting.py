@@ -15,7 +15,9 @@ import pytest
 
 from testbed import actions, waiting
 from testbed.errors import DaemonError
-from testbed.measure import pingpong, runners, udpprobe
+from testbed.measure import kinds, pingpong, udpprobe
+from testbed.measure.kinds import base as kind_base
+from testbed.measure.kinds import pingpong as pingpong_kind
 
 
 class LeapingClock:
@@ -115,7 +117,7 @@ class SlowStartTestbed:
 
 def test_wait_listening_survives_a_leaping_guest_clock(virtual: Path) -> None:
     tb = SlowStartTestbed(polls_needed=5)  # ~300 s of guest time, milliseconds of host time
-    runners.wait_listening(tb, "h2", 20000, "udp", deadline_s=10.0)  # type: ignore[arg-type]
+    kind_base.wait_listening(tb, "h2", 20000, "udp", deadline_s=10.0)  # type: ignore[arg-type]
     assert tb.polls == 5
 
 
@@ -124,13 +126,13 @@ def test_wait_listening_gives_up_on_the_host_clock(virtual: Path,
     host = iter(float(i) for i in range(0, 10_000, 4))
     monkeypatch.setattr(waiting, "host_time", lambda env=None: next(host))
     with pytest.raises(DaemonError, match=r"within 10\.0 s"):
-        runners.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
+        kind_base.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
                                deadline_s=10.0)
 
 
 def test_wait_listening_real_clock_still_times_out(real: None) -> None:
     with pytest.raises(DaemonError):
-        runners.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
+        kind_base.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
                                deadline_s=10.0)
 
 
@@ -251,13 +253,13 @@ class RecordingTestbed:
 def test_pingpong_runner_records_the_mode_it_chose(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pingpong, "available_cpus", lambda: 1)
     tb = RecordingTestbed()
-    p = runners.validate_params("pingpong", {"size": 10}, "x.toml", "m")
-    doc = runners._pingpong_once(tb, "h2", "h1", "10.0.0.2", p, runners.Context(), 10)  # type: ignore[arg-type]
+    p = kinds.validate_params("pingpong", {"size": 10}, "x.toml", "m")
+    doc = pingpong_kind.exchange(tb, "h2", "h1", "10.0.0.2", p, kinds.Context(), 10)  # type: ignore[arg-type]
     assert all("--busy-poll" not in a for a in tb.argvs)
     assert doc["busy_poll"] is False and "outnumber 1 CPU" in doc["mode_reason"]
     monkeypatch.setattr(pingpong, "available_cpus", lambda: 4)
     tb = RecordingTestbed()
-    doc = runners._pingpong_once(tb, "h2", "h1", "10.0.0.2", p, runners.Context(), 10)  # type: ignore[arg-type]
+    doc = pingpong_kind.exchange(tb, "h2", "h1", "10.0.0.2", p, kinds.Context(), 10)  # type: ignore[arg-type]
     assert all("--busy-poll" in a for a in tb.argvs) and doc["mode_reason"].startswith("busy")
 
 

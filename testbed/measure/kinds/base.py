@@ -1,0 +1,546 @@
+"""What a measurement kind is: typed parameters, metrics with units, the runner signature, and
+the helpers every runner shares (server/client lifecycle, CPU sampling, sizes, rates)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from testbed import waiting
+from testbed.errors import CommandError, DaemonError, SpecError
+from testbed.measure import ping
+from testbed.measure.cpu import CpuSampler
+
+# --- what a runner is given -----------------------------------------------------------------
+
+
+class ProcessLike(Protocol):
+    """A background process started by `TestbedLike.popen` (testbed.processes.ManagedProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def popen(self) -> subprocess.Popen[Any]: ...
+
+    def alive(self) -> bool: ...
+
+    def stop(self, grace: float = 2.0) -> int | None: ...
+
+
+class TestbedLike(Protocol):
+    """What a runner needs of `testbed.testbed.Testbed` (tests pass a fake)."""
+
+    @property
+    def topology(self) -> Any: ...
+
+    def netns(self, node: str) -> str: ...
+
+    def address(self, node: str, family: int, peer: str | None = None) -> str: ...
+
+    def run(
+        self, node: str, argv: list[str], *, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def popen(self, node: str, argv: list[str], *, name: str = "", **popen_kw: Any) -> Any: ...
+
+    def qdiscs(self) -> list[dict[str, Any]]: ...
+
+    def scratch_dir(self) -> Path: ...
+
+
+@dataclass
+class Context:
+    """Per-run helpers: a fresh port per server, the Python that runs the probes, and (for
+    tests only) a fixed scratch folder; otherwise files go to the testbed's scratch folder."""
+
+    python: str = sys.executable
+    scratch: Path | None = None
+    _ports: itertools.count[int] = field(default_factory=lambda: itertools.count(20000))
+
+    def port(self) -> int:
+        return next(self._ports)
+
+    def folder(self, tb: TestbedLike) -> Path:
+        """Where a runner's files go: inside the run's scratch folder (removed with the run,
+        and by `testbed clean` after a crash)."""
+        d = self.scratch if self.scratch is not None else tb.scratch_dir() / "measure"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A trial's outcome: flat numeric metrics (each declared by the kind, with a unit) and the
+    full result document (stored as JSON)."""
+
+    metrics: dict[str, float]
+    result: dict[str, Any]
+
+
+Runner = Callable[[TestbedLike, Mapping[str, Any], Context], Measured]
+
+
+# --- declarations ---------------------------------------------------------------------------
+
+PARAM_TYPES = ("bool", "int", "number", "str", "node", "ip", "size", "rate", "ratio", "names")
+"""bool: true/false; int: an integer 1..max; number: above 0 and at most max; str: text (usually
+with choices); node: a node name of the topology; ip: 4 or 6; size: bytes 1..65535; rate: a bit
+rate ("10mbit", "ethernet", a number of Mbit/s); ratio: "IPv4/IPv6" percentages ("90/10");
+names: a list of strings (a value, not a sweep)."""
+
+UNITS = {
+    "s": "seconds",
+    "ms": "milliseconds",
+    "us": "microseconds",
+    "bit/s": "bits per second",
+    "pkt/s": "packets (datagrams) per second",
+    "conn/s": "connections per second",
+    "%": "percent",
+    "B": "bytes",
+    "count": "a number of things (packets, trials, steps)",
+    "flag": "1 (yes) or 0 (no)",
+}
+"""The units a metric may declare (docs/measurements.md lists them)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kind: name, type (PARAM_TYPES), default (None: optional, unset),
+    allowed values, upper bound (int, number) and a one-line meaning."""
+
+    name: str
+    type: str
+    default: Any = None
+    doc: str = ""
+    choices: tuple[Any, ...] = ()
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in PARAM_TYPES:
+            raise ValueError(f"parameter {self.name}: type {self.type!r} not in {PARAM_TYPES}")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One stored metric: name (a `{placeholder}` makes it a family, e.g. `cpu_{program}_pct`),
+    unit (a key of UNITS) and a one-line meaning."""
+
+    name: str
+    unit: str
+    doc: str
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"metric {self.name}: unit {self.unit!r} not in {sorted(UNITS)}")
+
+    @property
+    def family(self) -> bool:
+        return "{" in self.name
+
+    def matches(self, key: str) -> bool:
+        if not self.family:
+            return key == self.name
+        parts = re.split(r"\{[a-z_]+\}", self.name)
+        rx = "[A-Za-z0-9.+-]+".join(re.escape(p) for p in parts)
+        return re.fullmatch(rx, key) is not None
+
+
+class ParamProblem(Exception):
+    """Raised by a kind's `check` for a bad combination: which parameter, what, how to fix."""
+
+    def __init__(self, param: str, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.param = param
+        self.problem = problem
+        self.fix = fix
+
+
+Check = Callable[[dict[str, Any], Mapping[str, Any]], None]
+"""A kind's cross-parameter check: (merged params, params as given) -> None; it may adjust the
+merged params (e.g. drop a default that a given alternative replaces) or raise ParamProblem."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A measurement kind: its parameters, metrics, runner and what it runs."""
+
+    name: str
+    doc: str
+    tool: str  # what does the measuring, for docs/measurements.md
+    params: tuple[Param, ...]
+    metrics: tuple[Metric, ...]
+    runner: Runner
+    check: Check | None = None
+    programs: tuple[str, ...] = ()  # program names it starts (never sampled as features' CPU)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def metric(self, key: str) -> Metric | None:
+        """The declaration of a stored metric key (exact names first, then families)."""
+        exact = next((m for m in self.metrics if not m.family and m.name == key), None)
+        return exact or next((m for m in self.metrics if m.family and m.matches(key)), None)
+
+    def undeclared(self, metrics: Mapping[str, float]) -> list[str]:
+        return [k for k in metrics if self.metric(k) is None]
+
+    def units(self, metrics: Mapping[str, float]) -> dict[str, str]:
+        out = {}
+        for k in metrics:
+            m = self.metric(k)
+            if m is not None:
+                out[k] = m.unit
+        return out
+
+
+# --- validation (the one place) -------------------------------------------------------------
+
+
+def _bad(file: str, key: str, v: Any, allowed: str) -> SpecError:
+    return SpecError(file, key, f"bad value {v!r}", allowed)
+
+
+def check_value(p: Param, v: Any, file: str, key: str) -> None:
+    """Type, range and choices of one value of parameter `p`; SpecError(file, key, ...)."""
+    if v is None:
+        if p.default is None:
+            return
+        raise _bad(file, key, v, f"a value (default {p.default!r})")
+    is_num = isinstance(v, int | float) and not isinstance(v, bool)
+    if is_num and not math.isfinite(v):
+        raise _bad(file, key, v, "a finite number")
+    t = p.type
+    if t == "bool" and not isinstance(v, bool):
+        raise _bad(file, key, v, "true or false")
+    if t == "node" and not isinstance(v, str):
+        raise _bad(file, key, v, 'a node name such as "h1"')
+    if t == "str" and not isinstance(v, str):
+        raise _bad(file, key, v, "a string")
+    if t == "names" and (not isinstance(v, list) or not all(isinstance(x, str) for x in v)):
+        raise _bad(file, key, v, 'a list of program names, e.g. ["tayga"]')
+    if t in ("int", "ip"):
+        hi = int(p.max) if p.max is not None else None
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                and (hi is None or v <= hi)):
+            raise _bad(file, key, v, f"an integer from 1 to {hi}" if hi else "an integer >= 1")
+    if t == "size" and not (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65535):
+        raise _bad(file, key, v, "a size in bytes from 1 to 65535")
+    if t == "number" and not (is_num and v > 0 and (p.max is None or v <= p.max)):
+        raise _bad(file, key, v, "a number above 0"
+                   + (f" and at most {p.max:g}" if p.max is not None else ""))
+    if t == "ratio" and not _is_ratio(v):
+        raise _bad(file, key, v, 'IPv4/IPv6 percentages such as "100/0", "90/10", "50/50"')
+    if t == "rate":
+        rate_bps(v, file, key)
+    if p.choices and v not in p.choices:
+        raise SpecError(file, key, f"{v!r} is not allowed", ", ".join(str(c) for c in p.choices))
+
+
+def validate(kind: Kind, given: Mapping[str, Any], file: str, key: str) -> dict[str, Any]:
+    """The parameters a runner gets: defaults merged with `given`, every value checked (names,
+    types, ranges, choices) and the kind's cross-parameter check; SpecError names the key."""
+    out = {p.name: p.default for p in kind.params}
+    for name, value in given.items():
+        p = kind.param(name)
+        if p is None:
+            raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind.name}",
+                            ", ".join(sorted(kind.param_names)))
+        check_value(p, value, file, f"{key}.{name}")
+        out[name] = value
+    if kind.check is not None:
+        try:
+            kind.check(out, given)
+        except ParamProblem as exc:
+            where = f"{key}.{exc.param}" if exc.param else key
+            raise SpecError(file, where, exc.problem, exc.fix) from None
+    return out
+
+
+def _is_ratio(v: Any) -> bool:
+    if not isinstance(v, str) or v.count("/") != 1:
+        return False
+    try:
+        a, b = (float(x) for x in v.split("/"))
+    except ValueError:
+        return False
+    return math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 and a + b > 0
+
+
+def rate_bps(value: Any, file: str = "measurement", key: str = "rate") -> float | None:
+    """A rate parameter in bit/s; None/0/"max"/"unlimited" mean unlimited (None)."""
+    if value in (None, 0, "0", "max", "unlimited"):
+        return None
+    from testbed.topology import parse_rate
+
+    return parse_rate(value, file, key)
+
+
+# --- shared parameter groups and their checks -----------------------------------------------
+
+ENDPOINTS = (
+    Param("client", "node", "h1", "the node that runs the client (sender)"),
+    Param("server", "node", "h2", "the node that runs the server (receiver)"),
+    Param("ip", "ip", 4, "IP version of the traffic", choices=(4, 6)),
+)
+
+CPU = (
+    Param("cpu", "bool", True, "sample CPU use (machine /proc/stat, programs by pid) during "
+          "the traffic"),
+    Param("cpu_processes", "names", None, "programs to sample by name; unset: the programs the "
+          "topology's features run (every process in its namespaces but the kind's own)"),
+)
+
+CPU_METRICS = (
+    Metric("cpu_machine_softirq_pct", "%", "softirq share of all CPUs (kernel forwarding)"),
+    Metric("cpu_machine_system_pct", "%", "system share of all CPUs"),
+    Metric("cpu_machine_user_pct", "%", "user share of all CPUs"),
+    Metric("cpu_{program}_pct", "%", "a sampled program (e.g. tayga), % of one CPU"),
+)
+
+SIZES = ("frame_size", "ip_payload", "size", "length")
+
+
+def one_size(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """At most one way of giving the size; a given one replaces another's default."""
+    named = [n for n in SIZES if given.get(n) is not None]
+    if len(named) > 1:
+        raise ParamProblem("", f"give only one of {', '.join(named)}",
+                           "one of frame_size, ip_payload, size")
+    if named:
+        for n in SIZES:
+            if n in out and n != named[0]:
+                out[n] = None
+
+
+def fits(out: Mapping[str, Any], ips: Sequence[int], probe: str) -> None:
+    """A frame or IP payload must leave room for the probe's headers at every IP version used.
+    probe: "udp" (one byte of UDP data), "icmp" (an echo request), "tcp" (one byte over TCP)."""
+    for ip in ips:
+        if ip not in ping.IP_HEADER:
+            continue
+        frame = out.get("frame_size")
+        if frame is not None and probe != "tcp":
+            what, need = (("an ICMP echo request", ping.ICMP_HEADER) if probe == "icmp"
+                          else ("one byte of UDP data", ping.UDP_HEADER + 1))
+            hdr = ping.ETH_HEADER_FCS + ping.IP_HEADER[ip]
+            if int(frame) < hdr + need:
+                raise ParamProblem(
+                    "frame_size", f"a {frame}-byte frame cannot carry {what} over IPv{ip} "
+                    f"(ip = {ip})", f"frame_size >= {hdr + need} for IPv{ip}; a global [sweep] "
+                    "ip applies to every measurement that takes ip")
+        payload = out.get("ip_payload")
+        if payload is not None:
+            need = 21 if probe == "tcp" else 9
+            if int(payload) < need:
+                raise ParamProblem("ip_payload", f"{payload} bytes leave no message bytes after "
+                                   "the headers", f"ip_payload >= {need}")
+
+
+def ip_payload_and_data(p: Mapping[str, Any], ip: int, default_data: int = 18) -> tuple[int, int]:
+    """(IP payload bytes, UDP data bytes) from `ip_payload`, `frame_size` or `size` (UDP data)."""
+    if p.get("ip_payload") is not None:
+        n = int(p["ip_payload"])
+        return n, n - ping.UDP_HEADER
+    if p.get("frame_size") is not None:
+        data = ping.udp_data_size(int(p["frame_size"]), ip)
+        return data + ping.UDP_HEADER, data
+    data = int(p.get("size") or default_data)
+    return data + ping.UDP_HEADER, data
+
+
+def bottleneck_bps(tb: TestbedLike) -> float | None:
+    """Slowest shaped link rate of the topology (None when nothing is shaped)."""
+    rates = [lk.shape.rate_bps for lk in tb.topology.links if lk.shape.rate_bps]
+    return float(min(rates)) if rates else None
+
+
+def listen_address(tb: TestbedLike, node: str, ip_v: int) -> str:
+    """Where a server on `node` listens for clients that reach it over IPv`ip_v`: its address,
+    except under NAT64, where an IPv4-only server is reached at a synthesized IPv6 address."""
+    bind = getattr(tb, "bind_address", None)
+    return str(bind(node, ip_v)) if bind is not None else tb.address(node, ip_v)
+
+
+# --- the server/client lifecycle ------------------------------------------------------------
+
+
+def wait_listening(
+    tb: TestbedLike,
+    node: str,
+    port: int,
+    proto: str,
+    proc: Any = None,
+    deadline_s: float = 60.0,
+    what: str = "server",
+) -> None:
+    """Poll `ss` until something listens on `port` in `node` (or fail saying what did not).
+
+    The deadline is a `waiting.Deadline`: host wall time in a virtual-clock guest, where the
+    guest clock leaps while the server starts (it reads its program over 9p). A server that
+    dies ends the wait at once; the long deadline is for a slow start (a Python probe starting
+    under the full-kernel tier's software emulation on a busy host takes > 10 s).
+    """
+    flag = "-Hltn" if proto == "tcp" else "-Hlun"
+
+    def listening() -> bool:
+        out = tb.run(node, ["ss", flag, "sport", "=", f":{port}"], check=False).stdout
+        return bool(out.strip())
+
+    def died() -> bool:
+        return proc is not None and not proc.alive()
+
+    if waiting.wait_for(listening, deadline_s, give_up=died):
+        return
+    raise DaemonError(
+        what,
+        node,
+        f"did not listen on {proto} port {port} within {deadline_s} s",
+        "is the program installed and the address configured? see `testbed doctor`",
+    )
+
+
+@dataclass
+class Server:
+    """A server started by `serve`: its node, port, process and the file it writes (if any)."""
+
+    node: str
+    port: int
+    proc: ProcessLike
+    what: str
+    output: Path | None = None
+
+    def result(self, timeout_s: float) -> dict[str, Any]:
+        """Wait for the server to end by itself, then read the JSON document it wrote."""
+        try:
+            waiting.wait_process(self.proc.popen, waiting.process_timeout(timeout_s) or 1e9)
+        except subprocess.TimeoutExpired:
+            raise DaemonError(self.what, self.node, f"did not end within {timeout_s:g} s",
+                              "is the client reaching it? see `testbed doctor`") from None
+        if self.output is None or not self.output.exists():
+            raise DaemonError(self.what, self.node, "ended without writing its result")
+        return json_doc(self.output.read_text(), [str(self.output)], self.node, self.what)
+
+
+@contextmanager
+def serve(
+    tb: TestbedLike,
+    ctx: Context,
+    node: str,
+    argv: Callable[[int, Path | None], list[str]],
+    *,
+    proto: str,
+    what: str,
+    name: str,
+    output: bool = False,
+) -> Iterator[Server]:
+    """Start a server in `node` on a fresh port (`argv(port, output file or None)`), wait until
+    it listens, hand it over, then stop it and remove its output file, whatever happened.
+
+    With `output`, the server writes a JSON document to a file in the run's scratch folder
+    (`Server.result()` waits for its end and reads it); otherwise its output is discarded."""
+    port = ctx.port()
+    out = ctx.folder(tb) / f"{name}-{port}.json" if output else None
+    proc = tb.popen(node, argv(port, out), name=name, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(tb, node, port, proto, proc, what=what)
+        yield Server(node, port, proc, what, out)
+    finally:
+        proc.stop()
+        if out is not None:
+            out.unlink(missing_ok=True)
+
+
+def run_client(tb: TestbedLike, node: str, argv: list[str], *, timeout_s: float,
+               what: str) -> dict[str, Any]:
+    """Run a client to its end in `node` and read the JSON document it prints."""
+    out = tb.run(node, argv, timeout=waiting.process_timeout(timeout_s))
+    return json_doc(out.stdout, argv, node, what)
+
+
+def json_doc(text: str, argv: Sequence[str], node: str, what: str) -> dict[str, Any]:
+    """A probe's JSON document, or a CommandError that shows what it printed instead."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        raise CommandError(list(argv), 0, f"{what} printed no JSON document: {text[:300]!r}",
+                           f"node {node}") from None
+    if not isinstance(doc, dict):
+        raise CommandError(list(argv), 0, f"{what} printed {type(doc).__name__}, not an object",
+                           f"node {node}")
+    return doc
+
+
+# --- CPU sampling ---------------------------------------------------------------------------
+
+TOOLS_NEVER_SAMPLED = ("ss", "ip", "sleep", "sh", "bash")
+
+
+def feature_pids(tb: TestbedLike, names: Sequence[str] | None,
+                 exclude: Sequence[str] = ()) -> dict[str, int]:
+    """`program@node` -> pid of the programs to sample in the testbed's namespaces: those named
+    in `names`, or (None) every process there but the measurement's own (`exclude`)."""
+    from testbed import processes
+
+    found: dict[str, int] = {}
+    if names is not None and not names:
+        return found
+    skip = set(exclude) | set(TOOLS_NEVER_SAMPLED)
+    for node in tb.topology.node_names:
+        out = processes.run(["ip", "netns", "pids", tb.netns(node)], check=False).stdout
+        for pid in out.split():
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            if (comm in names) if names is not None else (comm not in skip):
+                found[f"{comm}@{node}"] = int(pid)
+    return found
+
+
+@contextmanager
+def cpu_window(tb: TestbedLike, p: Mapping[str, Any], kind: Kind) -> Iterator[dict[str, Any]]:
+    """Sample CPU use while the block runs (when `p["cpu"]`): the document is filled in on
+    exit (`{}` when not sampled); `cpu_metrics(doc)` flattens it into the declared metrics."""
+    doc: dict[str, Any] = {}
+    if not p.get("cpu", False):
+        yield doc
+        return
+    names = p.get("cpu_processes")
+    s = CpuSampler(feature_pids(tb, names, exclude=("python3", "python", *kind.programs)))
+    s.start()
+    try:
+        yield doc
+    finally:
+        doc.update(s.stop())
+
+
+def cpu_metrics(doc: Mapping[str, Any] | None) -> dict[str, float]:
+    """The CPU_METRICS of a sampler document (none when nothing was sampled)."""
+    if not doc:
+        return {}
+    m = doc["machine_percent"]
+    out = {
+        "cpu_machine_softirq_pct": m["softirq"],
+        "cpu_machine_system_pct": m["system"],
+        "cpu_machine_user_pct": m["user"],
+    }
+    for name, proc in doc["processes"].items():
+        if "total" in proc:
+            key = f"cpu_{name.split('@')[0]}_pct"
+            out[key] = out.get(key, 0.0) + proc["total"]
+    return out
