@@ -14,8 +14,9 @@ from typing import Any, Protocol
 from testbed import waiting
 from testbed.addressing import AddressPlan, Interface
 from testbed.errors import SpecError
+from testbed.features.base import Feature, Options
 from testbed.measure import iperf
-from testbed.measure.runners import wait_listening
+from testbed.measure.kinds.base import wait_listening
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -99,17 +100,19 @@ def versions_opt(
     w: Where, table: Mapping[str, Any], key: str = "ip", default: Sequence[int] = (4, 6)
 ) -> tuple[int, ...]:
     value = table.get(key, list(default))
+    if value == "both":
+        value = [4, 6]
     items = value if isinstance(value, list) else [value]
     out: list[int] = []
     for v in items:
         if isinstance(v, str) and v.isdigit():
             v = int(v)
         if v not in (4, 6) or isinstance(v, bool):
-            raise w.error(key, f"not an IP version: {v!r}", "4, 6 or [4, 6]")
+            raise w.error(key, f"not an IP version: {v!r}", '4, 6, "both" or ["4", "6"]')
         if v not in out:
             out.append(int(v))
     if not out:
-        raise w.error(key, "names no IP version", "4, 6 or [4, 6]")
+        raise w.error(key, "names no IP version", '4, 6, "both" or ["4", "6"]')
     return tuple(out)
 
 
@@ -326,3 +329,40 @@ def translate_prefix(address: str, inside: IPNet, outside: IPNet) -> str:
     a = int(ipaddress.ip_address(address))
     host = a & int(inside.hostmask)
     return str(ipaddress.ip_address(int(outside.network_address) | host))
+
+
+def proto_port(w: Where, key: str, text: Any) -> tuple[str, int]:
+    """'tcp/5201' -> ("tcp", 5201)."""
+    fix = 'PROTO/PORT, e.g. "tcp/5201" or "udp/53"'
+    if not isinstance(text, str) or text.count("/") != 1:
+        raise w.error(key, f"not PROTO/PORT: {text!r}", fix)
+    proto, port = text.split("/")
+    if proto not in ("tcp", "udp"):
+        raise w.error(key, f"unknown protocol {proto!r} in {text!r}", fix)
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise w.error(key, f"bad port {port!r} in {text!r}", "a port 1-65535")
+    return proto, int(port)
+
+
+def str_list(w: Where, table: Mapping[str, Any], key: str) -> list[str]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise w.error(key, f"not a list of strings: {value!r}", '["..."]')
+    return list(value)
+
+
+class RouterFeature(Feature):
+    """A feature with a functional check: traffic through it proves it works, per IP version.
+
+    `check(tb, ip, others)` gets the run's other configured features (a DHCP client finds
+    its server among them)."""
+
+    check_versions: tuple[int, ...] = (4, 6)
+
+    def where(self, opts: Options) -> Where:
+        return Where(opts.file, f"features[{opts.index}]")
+
+    def check(self, tb: RouterTestbed, ip: int, others: Sequence[Feature]) -> CheckResult:
+        raise NotImplementedError

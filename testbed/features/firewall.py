@@ -6,13 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.actions import Action, Check, NftRuleset, Succeeds
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
+from testbed.features.base import Feature, Option
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "firewall"
 TABLE = "tb_firewall"
-OPTIONS = ("kind", "node", "icmp", "allow", "ip")
-ALLOW_KEYS = ("proto", "port", "ip")
 
 
 @dataclass(frozen=True)
@@ -28,36 +29,42 @@ class Options:
     ip: tuple[int, ...]  # the versions the policy filters (others pass untouched)
     icmp: bool  # echo requests (and the ICMP errors of allowed flows) pass
     allow: tuple[Allow, ...]
+    client: str  # the check sends from here ...
+    server: str  # ... through the router to here
 
     def allowed(self, proto: str, port: int, ip: int) -> bool:
         return any(a.proto == proto and a.port == port and ip in a.ip for a in self.allow)
 
 
 def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
-    del plan  # the policy names no addresses
-    r.check_keys(w, table, OPTIONS)
+    """Validate: the allow-lists are PROTO/PORT per version; client and server for the check
+    default to the router's first two neighbours."""
     node = r.node_opt(w, table, "node", nodes)
     ip = r.versions_opt(w, table)
-    raw = table.get("allow", [])
-    if not isinstance(raw, list):
-        raise w.error("allow", "must be a list of tables", '[{proto = "tcp", port = 5201}]')
-    allow = []
-    for i, a in enumerate(raw):
-        aw = r.Where(w.file, f"{w.key}.allow[{i}]")
-        if not isinstance(a, dict):
-            raise aw.error("", "must be a table", '{proto = "tcp", port = 5201, ip = [4, 6]}')
-        r.check_keys(aw, a, ALLOW_KEYS)
-        proto = r.str_opt(aw, a, "proto", "tcp")
-        if proto not in ("tcp", "udp"):
-            raise aw.error("proto", f"unknown protocol {proto!r}", "tcp, udp")
-        versions = r.versions_opt(aw, a, "ip", ip)
-        extra = [v for v in versions if v not in ip]
-        if extra:
-            raise aw.error(
-                "ip", f"IPv{extra[0]} is not filtered by this firewall", f"ip within {list(ip)}"
+    allow: dict[tuple[str, int], list[int]] = {}
+    for fam in (4, 6):
+        for i, spec in enumerate(r.str_list(w, table, f"allow{fam}")):
+            if fam not in ip:
+                raise w.error(f"allow{fam}", f"IPv{fam} is not filtered (ip = {list(ip)})",
+                              f"ip = \"both\" or no allow{fam}")  # fmt: skip
+            allow.setdefault(r.proto_port(w, f"allow{fam}[{i}]", spec), []).append(fam)
+    peers = [i.peer_node for i in plan.of(node)]
+    client = table.get("client", peers[0] if peers else None)
+    server = table.get("server", peers[1] if len(peers) > 1 else None)
+    for key, n in (("client", client), ("server", server)):
+        if not isinstance(n, str) or n not in nodes or n == node:
+            raise w.error(
+                key, f"bad node {n!r} for the check", "a node on either side of the router"
             )
-        allow.append(Allow(proto, r.int_opt(aw, a, "port", 0, 1, 65535), versions))
-    return Options(node, ip, r.bool_opt(w, table, "icmp", True), tuple(allow))
+    assert isinstance(client, str) and isinstance(server, str)
+    return Options(
+        node,
+        ip,
+        r.bool_opt(w, table, "icmp", True),
+        tuple(Allow(p, port, tuple(v)) for (p, port), v in allow.items()),
+        client,
+        server,
+    )
 
 
 def ruleset(o: Options) -> str:
@@ -101,7 +108,7 @@ def describe(o: Options) -> list[str]:
     ]
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int, client: str, server: str) -> r.CheckResult:
+def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     """From `client` through the router to `server`: an allowed TCP port passes (and its allow
     counter moves), a port not on the list is dropped (its connection fails, the deny counter
     moves), echo requests pass or are dropped as configured."""
@@ -112,6 +119,7 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, client: str, server: str) ->
         return r.CheckResult(KIND, ip, "fails", {}, f"no TCP port is allowed for IPv{ip}")
     port = allowed[0].port
     denied = next(p for p in range(port + 1, port + 100) if not o.allowed("tcp", p, ip))
+    client, server = o.client, o.server
     dst = tb.address(server, ip)
     before = r.nft_counters(tb, o.node, TABLE, "inet")
     p = r.ping(tb, client, dst, ip)
@@ -134,3 +142,33 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, client: str, server: str) ->
     if delta.get(f"deny-v{ip}", 0) < 1:
         failures.append(f"the IPv{ip} deny counter did not move")
     return r.verdict(KIND, ip, evidence, failures)
+
+
+class Firewall(r.RouterFeature):
+    kind = KIND
+    summary = (
+        "stateful nftables inet forward policy on a router: default drop, allow-list per version"
+    )
+    node_role = "router"
+    options = (
+        Option("allow4", 'IPv4 services let through, "PROTO/PORT" (e.g. ["tcp/5201"])', []),
+        Option("allow6", 'IPv6 services let through, "PROTO/PORT"', []),
+        Option("icmp", "echo requests pass (both versions)", True),
+        Option("ip", 'versions the policy filters: 4, 6 or "both" (others pass)', "both"),
+        Option("client", "the check's sender (default: the router's first neighbour)", None),
+        Option("server", "the check's receiver (default: the router's second neighbour)", None),
+    )
+    kernel = ("nftables",)
+    guest_modules = ("nf_tables", "nft_ct")
+
+    def configure(self, opts: FeatureOptions) -> None:
+        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+
+    def actions(self) -> list[Action]:
+        return [NftRuleset(self.node, ruleset(self.o), f"inet {TABLE}")]
+
+    def ready(self) -> list[Check]:
+        return [Succeeds(self.node, ("nft", "list", "table", "inet", TABLE))]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        return check(tb, self.o, ip)

@@ -6,13 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.actions import Action, Check, NftRuleset, Succeeds
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
+from testbed.features.base import Feature, Option
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "nat"
 TABLE = "tb_nat"
-OPTIONS = ("kind", "node", "outside", "masquerade", "ip", "forwards")
-FORWARD_KEYS = ("proto", "port", "to", "to_port")
+OPTIONS = ("kind", "node", "enabled", "outside", "inside", "masquerade", "ip", "forwards")
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Options:
     out_if: str
     out_addresses: tuple[tuple[int, str], ...]  # the router's outside addresses by family
     masquerade: bool
+    inside: str  # the node whose traffic the check sends out
     ip: tuple[int, ...]
     forwards: tuple[Forward, ...]
 
@@ -53,34 +56,41 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
         if a is None:
             raise w.error("ip", f"{node}'s link to {outside} has no IPv{fam} address", "ip = [4]")
         outs.append((fam, a))
-    raw = table.get("forwards", [])
-    if not isinstance(raw, list):
-        raise w.error("forwards", "must be a list of tables", '[{proto="tcp", port=8080, to="h1"}]')
     forwards = []
-    for i, f in enumerate(raw):
-        fw = r.Where(w.file, f"{w.key}.forwards[{i}]")
-        if not isinstance(f, dict):
-            raise fw.error("", "must be a table", '{proto="tcp", port=8080, to="h1", to_port=80}')
-        r.check_keys(fw, f, FORWARD_KEYS)
-        proto = r.str_opt(fw, f, "proto", "tcp")
-        if proto not in ("tcp", "udp"):
-            raise fw.error("proto", f"unknown protocol {proto!r}", "tcp, udp")
-        port = r.int_opt(fw, f, "port", 0, 1, 65535)
-        to = r.node_opt(fw, f, "to", nodes)
-        to_port = r.int_opt(fw, f, "to_port", port, 1, 65535)
+    for i, spec in enumerate(r.str_list(w, table, "forwards")):
+        key = f"forwards[{i}]"
+        fix = '"PROTO/PORT=NODE[:PORT]", e.g. "tcp/8080=h1:80"'
+        if spec.count("=") != 1:
+            raise w.error(key, f"not PROTO/PORT=NODE[:PORT]: {spec!r}", fix)
+        outer, target = spec.split("=")
+        proto, port = r.proto_port(w, key, outer)
+        to, _, to_port_text = target.partition(":")
+        if to not in nodes:
+            raise w.error(key, f"unknown node {to!r} in {spec!r}", ", ".join(nodes))
+        to_port = port
+        if to_port_text:
+            if not to_port_text.isdigit() or not 1 <= int(to_port_text) <= 65535:
+                raise w.error(key, f"bad port {to_port_text!r} in {spec!r}", "a port 1-65535")
+            to_port = int(to_port_text)
         addrs = []
         for fam in ip:
             try:
                 addrs.append((fam, plan.address(to, fam)))
             except KeyError:
-                raise fw.error("to", f"{to} has no IPv{fam} address", "a node with one") from None
+                raise w.error(key, f"{to} has no IPv{fam} address", "a node with one") from None
         forwards.append(Forward(proto, port, to, to_port, tuple(addrs)))
+    inside = table.get("inside")
+    if inside is None:
+        inside = next((i.peer_node for i in plan.of(node) if i.peer_node != outside), None)
+    if inside is None or inside not in nodes or inside == outside:
+        raise w.error("inside", f"bad inside node {inside!r}", "a neighbour of the router")
     return Options(
         node=node,
         outside=outside,
         out_if=iface.name,
         out_addresses=tuple(outs),
         masquerade=r.bool_opt(w, table, "masquerade", True),
+        inside=inside,
         ip=ip,
         forwards=tuple(forwards),
     )
@@ -128,7 +138,7 @@ def describe(o: Options) -> list[str]:
     return lines
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int, inside: str) -> r.CheckResult:
+def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     """Traffic through the router, seen on the far side.
 
     Source NAT: `inside` pings `outside`; a counter table on `outside` counts arrivals by source:
@@ -141,6 +151,7 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, inside: str) -> r.CheckResul
     failures: list[str] = []
     evidence: dict[str, Any] = {}
     translated = o.out_address(ip)
+    inside = o.inside
     original = tb.address(inside, ip)
     far = tb.address(o.outside, ip)
     if o.masquerade:
@@ -175,3 +186,32 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, inside: str) -> r.CheckResul
     counters = r.nft_counters(tb, o.node, TABLE, "inet")
     evidence["router_counters"] = counters
     return r.verdict(KIND, ip, evidence, failures)
+
+
+class Nat(r.RouterFeature):
+    kind = KIND
+    summary = "source NAT (masquerade) and port forwards on a router, nftables inet, IPv4+IPv6"
+    node_role = "router"
+    options = (
+        Option("outside", "the neighbour on the outside: what leaves towards it is masqueraded"),
+        Option(
+            "inside", "the neighbour whose traffic the check sends (default: the other one)", None
+        ),
+        Option("masquerade", "source NAT to the router's outside address", True),
+        Option("ip", 'IP versions: 4, 6 or "both"', "both"),
+        Option("forwards", 'port forwards "PROTO/PORT=NODE[:PORT]" (e.g. "tcp/8080=h1:5201")', []),
+    )
+    kernel = ("nftables",)
+    guest_modules = ("nf_tables", "nft_nat", "nft_chain_nat", "nft_masq")
+
+    def configure(self, opts: FeatureOptions) -> None:
+        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+
+    def actions(self) -> list[Action]:
+        return [NftRuleset(self.node, ruleset(self.o), f"inet {TABLE}")]
+
+    def ready(self) -> list[Check]:
+        return [Succeeds(self.node, ("nft", "list", "table", "inet", TABLE))]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        return check(tb, self.o, ip)

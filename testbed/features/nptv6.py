@@ -7,12 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.actions import Action, Check, Command, HasRoute, NftRuleset, Succeeds
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
+from testbed.features.base import Feature, Option
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "nptv6"
 TABLE = "tb_nptv6"
-OPTIONS = ("kind", "node", "inside", "outside", "prefix")
+OPTIONS = ("kind", "node", "enabled", "inside", "outside", "prefix")
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Options:
     out_if: str
     in_if: str
     gateway: str  # the router's address on the outside link (the outside's route to `prefix`)
+    outside_dev: str  # the outside neighbour's interface on that link
 
 
 def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
@@ -54,7 +58,15 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
         prefix, ipaddress.IPv6Network
     )
     return Options(
-        node, inside, outside, inside_net, prefix, out_iface.name, in_iface.name, gateway
+        node,
+        inside,
+        outside,
+        inside_net,
+        prefix,
+        out_iface.name,
+        in_iface.name,
+        gateway,
+        out_iface.peer_name,
     )
 
 
@@ -126,3 +138,36 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     if back["received"] < back["sent"]:
         failures.append(f"{o.outside} -> {translated}: {back['received']}/{back['sent']} replies")
     return r.verdict(KIND, ip, evidence, failures)
+
+
+class Nptv6(r.RouterFeature):
+    kind = KIND
+    summary = "IPv6 network prefix translation (inside prefix <-> prefix, host part kept), nftables"
+    node_role = "router"
+    options = (
+        Option("inside", "the neighbour on the inside link (its subnet is translated)"),
+        Option("outside", "the neighbour on the outside link (it routes `prefix` back)"),
+        Option("prefix", "the outside prefix, as long as the inside link's (e.g. 2001:db8:5::/64)"),
+    )
+    kernel = ("nftables",)
+    guest_modules = ("nf_tables", "nft_nat", "nft_chain_nat")
+    check_versions = (6,)
+
+    def configure(self, opts: FeatureOptions) -> None:
+        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+
+    def actions(self) -> list[Action]:
+        add, undo = route_argv(self.o)
+        return [
+            NftRuleset(self.node, ruleset(self.o), f"ip6 {TABLE}"),
+            Command(self.o.outside, tuple(add), tuple(undo)),
+        ]
+
+    def ready(self) -> list[Check]:
+        return [
+            Succeeds(self.node, ("nft", "list", "table", "ip6", TABLE)),
+            HasRoute(self.o.outside, 6, str(self.o.prefix), self.o.outside_dev),
+        ]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        return check(tb, self.o, ip)

@@ -8,16 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed import waiting
+from testbed.actions import Action, Check, NftRuleset, Succeeds, Tc
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
+from testbed.features.base import Feature, Option
+from testbed.features.base import Options as FeatureOptions
 from testbed.measure import iperf
-from testbed.measure.runners import wait_listening
+from testbed.measure.kinds.base import wait_listening
 from testbed.models import parse_rate
 
-KIND = "qos"
+KIND = "qos"  # HTB; "qos-hfsc": HFSC
 TABLE = "tb_qos"
-OPTIONS = ("kind", "node", "towards", "scheduler", "rate", "classes")
-CLASS_KEYS = ("name", "rate", "proto", "port")
 SCHEDULERS = ("htb", "hfsc")
 ROOT = 1  # classid 1:1 is the parent of every class; leaves are 1:10, 1:11, ...
 QUANTUM = 3028  # bytes a class may send per round when it borrows (two full frames)
@@ -61,6 +62,7 @@ class Options:
     scheduler: str
     rate_bps: int
     classes: tuple[Class, ...]
+    client: str  # the check sends from here through the router to `towards`
 
     @property
     def default(self) -> Class:
@@ -77,46 +79,40 @@ def _rate(w: r.Where, table: Mapping[str, Any], key: str) -> int:
         raise w.error(key, str(exc), "a rate like 20mbit") from None
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
-    """Validate: the classes' guaranteed rates fit in the link rate, exactly one default class."""
-    r.check_keys(w, table, OPTIONS)
+def parse(
+    w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str], scheduler: str
+) -> Options:
+    """Validate: classes "NAME:RATE[:PROTO/PORT]", exactly one without PROTO/PORT (the
+    default), guaranteed rates adding up to at most the link rate."""
     node = r.node_opt(w, table, "node", nodes)
     towards = r.node_opt(w, table, "towards", nodes)
     dev = r.link_iface(w, plan, node, "towards", towards).name
-    scheduler = r.str_opt(w, table, "scheduler", "htb")
     if scheduler not in SCHEDULERS:
-        raise w.error("scheduler", f"unknown scheduler {scheduler!r}", ", ".join(SCHEDULERS))
+        raise w.error("kind", f"unknown scheduler {scheduler!r}", ", ".join(SCHEDULERS))
     total = _rate(w, table, "rate")
-    raw = table.get("classes")
-    if not isinstance(raw, list) or len(raw) < 2:
-        raise w.error(
-            "classes",
-            "needs a list of at least two classes",
-            '[{name="voice", rate="15mbit", proto="udp", port=5001}, {name="bulk", rate="5mbit"}]',
-        )
+    specs = r.str_list(w, table, "classes")
+    fix = '["gold:15mbit:udp/5001", "bulk:5mbit"]'
+    if len(specs) < 2:
+        raise w.error("classes", "needs at least two classes", fix)
     classes: list[Class] = []
-    for i, c in enumerate(raw):
-        cw = r.Where(w.file, f"{w.key}.classes[{i}]")
-        if not isinstance(c, dict):
-            raise cw.error("", "must be a table", '{name="bulk", rate="5mbit"}')
-        r.check_keys(cw, c, CLASS_KEYS)
-        name = r.str_opt(cw, c, "name", f"class{i}")
-        proto = c.get("proto")
-        port = None
-        if proto is not None:
-            if proto not in ("tcp", "udp"):
-                raise cw.error("proto", f"unknown protocol {proto!r}", "tcp, udp")
-            port = r.int_opt(cw, c, "port", 0, 1, 65535)
-        elif "port" in c:
-            raise cw.error("port", "a port needs a proto", 'proto = "udp"')
-        classes.append(Class(name, _rate(cw, c, "rate"), proto, port, 10 + i))
+    for i, spec in enumerate(specs):
+        key = f"classes[{i}]"
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[0]:
+            raise w.error(key, f"not NAME:RATE[:PROTO/PORT]: {spec!r}", fix)
+        name = parts[0]
+        if not all(c.isalnum() or c in "-_" for c in name) or name in (c.name for c in classes):
+            raise w.error(key, f"bad or repeated class name {name!r}", "letters, digits, - or _")
+        rate = _rate(w, {key: parts[1]}, key)
+        proto, port = r.proto_port(w, key, parts[2]) if len(parts) == 3 else (None, None)
+        classes.append(Class(name, rate, proto, port, 10 + i))
     defaults = [c for c in classes if c.proto is None]
     if len(defaults) != 1:
         raise w.error(
             "classes",
-            f"{len(defaults)} classes match no traffic (no proto/port); exactly one must "
+            f"{len(defaults)} classes match no traffic (no PROTO/PORT); exactly one must "
             "(the default class)",
-            "proto and port on all classes but one",
+            fix,
         )
     guaranteed = sum(c.rate_bps for c in classes)
     if guaranteed > total:
@@ -126,7 +122,11 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
             f"rate = {total / 1e6:g} Mbit/s",
             "class rates that add up to at most the rate",
         )
-    return Options(node, towards, dev, scheduler, total, tuple(classes))
+    peers = [i.peer_node for i in plan.of(node) if i.peer_node != towards]
+    client = table.get("client", peers[0] if peers else None)
+    if not isinstance(client, str) or client not in nodes or client in (node, towards):
+        raise w.error("client", f"bad node {client!r} for the check", "a node behind the router")
+    return Options(node, towards, dev, scheduler, total, tuple(classes), client)
 
 
 def tc_argvs(o: Options) -> list[list[str]]:
@@ -203,9 +203,7 @@ def class_stats(tb: r.RouterTestbed, o: Options) -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
-def check(
-    tb: r.RouterTestbed, o: Options, ip: int, client: str, server: str, seconds: int = 3
-) -> r.CheckResult:
+def check(tb: r.RouterTestbed, o: Options, ip: int, seconds: int = 3) -> r.CheckResult:
     """Overload: every class with a port sends at the full link rate at once, and so does the
     default class (UDP from `client` to `server` through the router), 2x the link rate or
     more in all. Each class must receive at least MIN_SHARE of its guaranteed rate."""
@@ -217,6 +215,7 @@ def check(
     bad = [c.name for c in o.classes if c.proto == "tcp"]
     if bad:
         return r.CheckResult(KIND, ip, "fails", {}, f"the check sends UDP; class {bad[0]} is TCP")
+    client, server = o.client, o.towards
     dst = tb.address(server, ip)
     servers = []
     clients = []
@@ -268,3 +267,43 @@ def check(
     if total > 1.1 * o.rate_bps * share:
         failures.append(f"{total / 1e6:.2f} Mbit/s passed a {o.rate_bps / 1e6:g} Mbit/s limit")
     return r.verdict(KIND, ip, evidence, failures)
+
+
+class Qos(r.RouterFeature):
+    kind = KIND
+    summary = "HTB classes on a router's egress, classified by nftables (guaranteed shares)"
+    node_role = "router"
+    options = (
+        Option("towards", "the neighbour whose link gets the classes (egress)"),
+        Option("rate", "the link rate the classes share (e.g. 20mbit)"),
+        Option("classes", '"NAME:RATE[:PROTO/PORT]", one without PROTO/PORT (the default)'),
+        Option("client", "the check's sender (default: the router's other neighbour)", None),
+    )
+    kernel = ("htb", "nftables")
+    guest_modules = ("sch_htb", "nf_tables")
+    scheduler = "htb"
+
+    def configure(self, opts: FeatureOptions) -> None:
+        where = self.where(opts)
+        self.o = parse(where, opts.table, opts.addresses, opts.topology.node_names, self.scheduler)
+
+    def actions(self) -> list[Action]:
+        argvs = tc_argvs(self.o)
+        out: list[Action] = [Tc(self.node, tuple(argvs[0]), tuple(tc_undo_argv(self.o)))]
+        out += [Tc(self.node, tuple(a)) for a in argvs[1:]]
+        out.append(NftRuleset(self.node, ruleset(self.o), f"inet {TABLE}"))
+        return out
+
+    def ready(self) -> list[Check]:
+        return [Succeeds(self.node, ("tc", "class", "show", "dev", self.o.dev), contains="1:10")]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        return check(tb, self.o, ip)
+
+
+class QosHfsc(Qos):
+    kind = "qos-hfsc"
+    summary = "HFSC classes on a router's egress, classified by nftables (guaranteed shares)"
+    kernel = ("hfsc", "nftables")
+    guest_modules = ("sch_hfsc", "nf_tables")
+    scheduler = "hfsc"
