@@ -366,3 +366,22 @@ class RouterFeature(Feature):
 
     def check(self, tb: RouterTestbed, ip: int, others: Sequence[Feature]) -> CheckResult:
         raise NotImplementedError
+
+
+def run_checks(
+    tb: RouterTestbed,
+    features: Sequence[Feature],
+    kind: str | None = None,
+    ips: Sequence[int] = (4, 6),
+) -> list[CheckResult]:
+    """The functional checks of a built testbed's router features (of `kind`, or all), per IP
+    version; a feature without IPv`ip` reports "not supported" with its reason."""
+    out = []
+    for f in features:
+        if not isinstance(f, RouterFeature) or (kind is not None and f.kind != kind):
+            continue
+        for ip in ips:
+            res = f.check(tb, ip, features)
+            res.evidence.setdefault("node", f.node)
+            out.append(res)
+    return out

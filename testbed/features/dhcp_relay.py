@@ -6,11 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.actions import Action, Daemon
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
+from testbed.features.base import Feature, Option
+from testbed.features.base import Options as FeatureOptions
+from testbed.features.dhcp_server import DNSMASQ, DhcpServer, listening_67
 
 KIND = "dhcp-relay"
-OPTIONS = ("kind", "node", "link", "server", "ip")
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,6 @@ class Options:
 
 
 def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
-    r.check_keys(w, table, OPTIONS)
     node = r.node_opt(w, table, "node", nodes)
     host = r.node_opt(w, table, "link", nodes)
     server = r.node_opt(w, table, "server", nodes)
@@ -62,3 +64,35 @@ def argv(o: Options) -> list[str]:
 def describe(o: Options) -> list[str]:
     how = ", ".join(f"IPv{f} {local} -> {remote}" for f, local, remote in o.relays)
     return [f"{o.node}: dnsmasq DHCP relay on {o.dev} (link to {o.host}) to {o.server}: {how}"]
+
+
+class DhcpRelay(r.RouterFeature):
+    kind = KIND
+    summary = "dnsmasq DHCP relay (DHCPv4 and DHCPv6) on a router, to a server elsewhere"
+    node_role = "router"
+    options = (
+        Option("link", "the neighbour on the relayed link (where the clients are)"),
+        Option("server", "the node running the dhcp-server for that link"),
+        Option("ip", 'IP versions relayed: 4, 6 or "both"', "both"),
+    )
+    programs = (DNSMASQ,)
+    cpu_processes = ("dnsmasq",)
+
+    def configure(self, opts: FeatureOptions) -> None:
+        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+
+    def actions(self) -> list[Action]:
+        ready = (listening_67(self.node),) if any(f == 4 for f, _l, _s in self.o.relays) else ()
+        return [Daemon(self.node, tuple(argv(self.o)), "dnsmasq-relay", ready=ready)]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        """The relay's check is the relayed server's: its clients get leases through it."""
+        if ip not in (f for f, _l, _s in self.o.relays):
+            return r.not_supported(KIND, ip, f"the relay forwards IPv{ip} not")
+        for f in others:
+            if isinstance(f, DhcpServer) and f.o.link == (self.node, self.o.host):
+                res = f.check(tb, ip, others)
+                res.feature = KIND
+                res.evidence["relayed_by"] = self.node
+                return res
+        return r.not_supported(KIND, ip, f"no dhcp-server serves the link to {self.o.host}")

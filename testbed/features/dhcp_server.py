@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.actions import Action, Check, Daemon, Succeeds, scratch
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
+from testbed.features.base import Feature, Option, Program
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "dhcp-server"
-OPTIONS = ("kind", "node", "link", "ip", "pool4", "pool6", "ra", "lease_time")
 RA_MODES = ("none", "stateful", "slaac")
 
 
@@ -41,8 +43,12 @@ class Options:
         return next((p for p in self.pools if p.family == family), None)
 
 
-def leases_path(scratch: Path, node: str) -> Path:
-    return scratch / f"dnsmasq-{node}.leases"
+def leases_name(node: str) -> str:
+    return f"dnsmasq-{node}.leases"
+
+
+def leases_path(folder: Path, node: str) -> Path:
+    return folder / leases_name(node)
 
 
 def _pool(
@@ -90,7 +96,6 @@ def _pool(
 
 def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
     """Validate: the link exists, the pools lie on it, RA only when the server is on the link."""
-    r.check_keys(w, table, OPTIONS)
     node = r.node_opt(w, table, "node", nodes)
     link = table.get("link")
     if not isinstance(link, list) or len(link) != 2 or not all(isinstance(n, str) for n in link):
@@ -102,16 +107,18 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
     gw_iface = r.link_iface(w, plan, gw, "link", host)
     relayed = node != gw
     ip = r.versions_opt(w, table)
+    ra = r.str_opt(w, table, "ra", "stateful" if 6 in ip else "none")
+    if ra not in RA_MODES:
+        raise w.error("ra", f"unknown mode {ra!r}", ", ".join(RA_MODES))
     pools = []
     for fam in ip:
+        if fam == 6 and ra == "slaac":
+            continue  # addresses from router advertisements, no DHCPv6 pool
         net = r.iface_net(gw_iface, fam)
         router = r.iface_addr(gw_iface, fam)
         if net is None or router is None:
             raise w.error("ip", f"the link {gw}-{host} has no IPv{fam} subnet", "ip = [4] or [6]")
         pools.append(_pool(w, table, f"pool{fam}", net, router, host))
-    ra = r.str_opt(w, table, "ra", "stateful" if 6 in ip else "none")
-    if ra not in RA_MODES:
-        raise w.error("ra", f"unknown mode {ra!r}", ", ".join(RA_MODES))
     if ra != "none" and relayed:
         raise w.error("ra", f"{node} is not on the link {gw}-{host}: it cannot advertise there",
                       'ra = "none" (a relay forwards DHCPv6 without RAs)')  # fmt: skip
@@ -126,7 +133,7 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
     )
 
 
-def argv(o: Options, leases: Path) -> list[str]:
+def argv(o: Options, leases: Path | str) -> list[str]:
     """dnsmasq in the foreground, DHCP only (no DNS: port 0), reading no config file, leases
     in the run's scratch folder, logging to stderr."""
     a = [
@@ -172,3 +179,52 @@ def leases(text: str) -> list[dict[str, str]]:
             continue
         out.append({"expiry": parts[0], "id": parts[1], "address": parts[2]})
     return out
+
+
+DNSMASQ = Program("dnsmasq", "dnsmasq-base", ("dnsmasq", "--version"))
+
+
+def listening_67(node: str) -> Check:
+    return Succeeds(node, ("ss", "-H", "-l", "-u", "-n", "sport", "=", ":67"), contains=":67")
+
+
+class DhcpServer(r.RouterFeature):
+    kind = KIND
+    summary = "dnsmasq DHCP server: DHCPv4, stateful DHCPv6, RA/SLAAC; direct or behind a relay"
+    options = (
+        Option("link", 'the served link as ["ROUTER", "HOST"] (the server may sit elsewhere)'),
+        Option("ip", 'IP versions served: 4, 6 or "both"', "both"),
+        Option("pool4", '["FIRST", "LAST"] on the link (default .100-.199)', None),
+        Option("pool6", '["FIRST", "LAST"] on the link (default ::100-::1ff)', None),
+        Option("ra", "router advertisements: none, stateful (M flag), slaac", None),
+        Option("lease_time", "lease seconds (120-86400)", 3600),
+    )
+    programs = (DNSMASQ,)
+    cpu_processes = ("dnsmasq",)
+
+    def configure(self, opts: FeatureOptions) -> None:
+        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+
+    def actions(self) -> list[Action]:
+        ready = (listening_67(self.node),) if 4 in (p.family for p in self.o.pools) else ()
+        return [
+            Daemon(
+                self.node,
+                tuple(argv(self.o, scratch(leases_name(self.node)))),
+                "dnsmasq",
+                ready=ready,
+            )
+        ]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        """The server's check is its clients' (dhcp-client features on its link)."""
+        from testbed.features.dhcp_client import DhcpClient
+
+        for f in others:
+            if isinstance(f, DhcpClient) and (f.o.peer, f.o.node) == self.o.link:
+                res = f.check(tb, ip, others)
+                if res.feature != "slaac":  # SLAAC is the server's router advertisements
+                    res.feature = KIND
+                res.evidence["client"] = f.node
+                return res
+        return r.not_supported(KIND, ip, f"no dhcp-client feature on the link {self.o.link}")
