@@ -1,0 +1,174 @@
+"""The gometz-2015 feature matrix (feature x IPv4/IPv6 -> works / fails / not supported, with
+the evidence, beside the paper's documentation study) and the router-profile table."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed import results
+
+# check -> (what the matrix row says, the paper's finding for VyOS, for pfSense; sec. 6.4)
+PAPER_FEATURES: dict[str, tuple[str, str, str]] = {
+    "nat": ("source/destination NAT", "yes (CLI)", "yes (web GUI)"),
+    "nptv6": ("NPTv6 (IPv6 prefix translation)", "yes", "not mentioned"),
+    "dhcp-server": ("DHCP server / DHCPv6", "yes / yes", "yes / yes"),
+    "dhcp-relay": ("DHCP relay", "yes", "yes"),
+    "slaac": ("SLAAC (router advertisements)", "not studied", "not studied"),
+    "firewall": ("firewall, IPv4 and IPv6", "yes (netfilter; groups IPv4 only)", "yes"),
+    "ipsec": ("IPsec VPN", "yes", "yes"),
+    "qos": ("QoS: tc HTB", "yes (tc)", "not described"),
+    "qos-hfsc": ("QoS: tc HFSC", "yes (tc)", "not described"),
+}
+ORDER = tuple(PAPER_FEATURES)
+
+
+@dataclass
+class Cell:
+    """One feature on one IP version, over its trials."""
+
+    status: str  # works / fails / not supported / mixed (n of m work) / not measured
+    n: int = 0
+    evidence: str = ""  # one line: what proved it (or why not)
+    detail: str = ""  # the first trial's checks as JSON
+
+
+@dataclass
+class FeatureRow:
+    check: str
+    label: str
+    vyos: str
+    pfsense: str
+    cells: dict[int, Cell] = field(default_factory=dict)
+
+
+def _evidence_line(check: dict[str, Any]) -> str:
+    """What one check result shows, in a line."""
+    if check.get("status") != "works":
+        return str(check.get("reason") or check.get("status"))
+    ev = check.get("evidence", {})
+    parts: list[str] = []
+    for key in ("arrived_from", "on_the_wire", "received_bps", "counters_delta", "lease"):
+        v = ev.get(key) or (ev.get("snat") or {}).get(key)
+        if not v:
+            continue
+        if key == "received_bps":
+            v = {k: f"{x / 1e6:.2f} Mbit/s" for k, x in v.items()}
+        if key == "counters_delta":
+            v = {k: x for k, x in v.items() if k.startswith(("allow", "deny")) and x}
+        parts.append(f"{key}: {json.dumps(v, sort_keys=True)}")
+    for key in ("dnat0", "allowed", "denied"):
+        if key in ev:
+            d = ev[key]
+            parts.append(f"{key}: {d.get('to')} {d.get('received_bytes')} B")
+    ping = ev.get("ping") or ev.get("outbound_ping") or (ev.get("snat") or {}).get("ping")
+    if ping:
+        parts.append(f"ping {ping.get('received')}/{ping.get('sent')}")
+    return "; ".join(parts)
+
+
+def feature_matrix(trials: Sequence[results.TrialRow]) -> list[FeatureRow]:
+    """Rows in the paper's order; a cell per IP version from the featurecheck trials."""
+    got: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for t in trials:
+        if t.kind != "featurecheck" or t.status != "ok" or not isinstance(t.result, dict):
+            continue
+        got.setdefault((str(t.result.get("feature")), int(t.result.get("ip", 0))), []).append(
+            t.result
+        )
+    if not got:
+        return []
+    rows = []
+    for check in [*ORDER, *sorted({c for c, _ip in got} - set(ORDER))]:
+        label, vyos, pf = PAPER_FEATURES.get(check, (check, "-", "-"))
+        row = FeatureRow(check, label, vyos, pf)
+        for ip in (4, 6):
+            docs = got.get((check, ip), [])
+            if not docs:
+                row.cells[ip] = Cell("not measured")
+                continue
+            statuses = [str(d.get("status")) for d in docs]
+            works = statuses.count("works")
+            if len(set(statuses)) == 1:
+                status = statuses[0]
+            else:
+                status = f"mixed ({works} of {len(statuses)} work)"
+            first = next((d for d in docs if d.get("status") != "works"), docs[0])
+            checks = first.get("checks") or []
+            line = "; ".join(_evidence_line(c) for c in checks if isinstance(c, dict))
+            row.cells[ip] = Cell(status, len(docs), line, json.dumps(checks, sort_keys=True)[:4000])
+        rows.append(row)
+    return rows
+
+
+@dataclass
+class ProfileRow:
+    profile: str
+    ip: int
+    n: int
+    throughput_mbps: float | None
+    owd_ms: float | None
+    cpu_softirq_system_pct: float | None
+    vs_plain: float | None  # throughput / plain's, same IP version
+
+
+PROFILE_ORDER = ("plain", "conntrack", "firewall", "nat", "vpn")
+
+
+def profile_table(trials: Sequence[results.TrialRow]) -> list[ProfileRow]:
+    """Mean throughput, one-way delay and CPU (softirq + system) per profile and version."""
+    vals: dict[tuple[str, int], dict[str, list[float]]] = {}
+    for t in trials:
+        if t.kind != "routerprofile" or t.status != "ok":
+            continue
+        key = (str(t.point.get("profile", t.result.get("profile"))), int(t.point.get("ip", 4)))
+        m = vals.setdefault(key, {"thr": [], "owd": [], "cpu": []})
+        if "throughput_bps" in t.metrics:
+            m["thr"].append(t.metrics["throughput_bps"] / 1e6)
+        if "owd_ms" in t.metrics:
+            m["owd"].append(t.metrics["owd_ms"])
+        if "cpu_machine_softirq_pct" in t.metrics:
+            m["cpu"].append(
+                t.metrics["cpu_machine_softirq_pct"] + t.metrics.get("cpu_machine_system_pct", 0)
+            )
+
+    def mean(x: list[float]) -> float | None:
+        return statistics.fmean(x) if x else None
+
+    rows = []
+    keys = sorted(vals, key=lambda k: (k[1], PROFILE_ORDER.index(k[0]) if k[0] in
+                                        PROFILE_ORDER else 99, k[0]))  # fmt: skip
+    for prof, ip in keys:
+        m = vals[(prof, ip)]
+        plain = mean(vals.get(("plain", ip), {}).get("thr", []))
+        thr = mean(m["thr"])
+        rows.append(ProfileRow(prof, ip, len(m["thr"]), thr, mean(m["owd"]), mean(m["cpu"]),
+                               thr / plain if thr is not None and plain else None))  # fmt: skip
+    return rows
+
+
+def matrix_text(rows: Sequence[FeatureRow]) -> str:
+    """The matrix as a Markdown table (for notes and the terminal)."""
+    out = ["| feature | paper: VyOS | paper: pfSense | ours IPv4 | ours IPv6 |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        c4, c6 = r.cells[4], r.cells[6]
+        out.append(f"| {r.label} | {r.vyos} | {r.pfsense} | {c4.status} (n={c4.n}) | "
+                   f"{c6.status} (n={c6.n}) |")  # fmt: skip
+    return "\n".join(out)
+
+
+def profile_text(rows: Sequence[ProfileRow]) -> str:
+    def f(v: float | None, d: int) -> str:
+        return "-" if v is None else f"{v:.{d}f}"
+
+    out = ["| profile | IP | n | TCP Mbit/s | vs plain | OWD ms | CPU softirq+system % |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        cpu = f(r.cpu_softirq_system_pct, 1)
+        out.append(f"| {r.profile} | IPv{r.ip} | {r.n} | {f(r.throughput_mbps, 0)} | "
+                   f"{f(r.vs_plain, 3)} | {f(r.owd_ms, 4)} | {cpu} |")  # fmt: skip
+    return "\n".join(out)
