@@ -63,12 +63,6 @@ class Where:
         return SpecError(self.file, f"{self.key}.{option}" if option else self.key, problem, fix)
 
 
-def check_keys(w: Where, table: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    for k in table:
-        if k not in allowed:
-            raise w.error(k, f"unknown option {k!r}", ", ".join(sorted(allowed)))
-
-
 def str_opt(w: Where, table: Mapping[str, Any], key: str, default: str | None = None) -> str:
     value = table.get(key, default)
     if value is None:
@@ -358,8 +352,6 @@ class RouterFeature(Feature):
 
     `check(tb, ip, others)` gets the run's other configured features (a DHCP client finds
     its server among them)."""
-
-    check_versions: tuple[int, ...] = (4, 6)
 
     def where(self, opts: Options) -> Where:
         return Where(opts.file, f"features[{opts.index}]")

@@ -14,7 +14,6 @@ from testbed.features.base import Options as FeatureOptions
 
 KIND = "nat"
 TABLE = "tb_nat"
-OPTIONS = ("kind", "node", "enabled", "outside", "inside", "masquerade", "ip", "forwards")
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,6 @@ class Options:
 
 def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
     """Validate the options against the address plan (pure: creates nothing)."""
-    r.check_keys(w, table, OPTIONS)
     node = r.node_opt(w, table, "node", nodes)
     outside = r.node_opt(w, table, "outside", nodes)
     iface = r.link_iface(w, plan, node, "outside", outside)

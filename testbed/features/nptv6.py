@@ -15,7 +15,6 @@ from testbed.features.base import Options as FeatureOptions
 
 KIND = "nptv6"
 TABLE = "tb_nptv6"
-OPTIONS = ("kind", "node", "enabled", "inside", "outside", "prefix")
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,6 @@ class Options:
 
 def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
     """Validate: the prefix is IPv6, as long as the inside link's, and no link uses it."""
-    r.check_keys(w, table, OPTIONS)
     node = r.node_opt(w, table, "node", nodes)
     inside = r.node_opt(w, table, "inside", nodes)
     outside = r.node_opt(w, table, "outside", nodes)
@@ -151,7 +149,6 @@ class Nptv6(r.RouterFeature):
     )
     kernel = ("nftables",)
     guest_modules = ("nf_tables", "nft_nat", "nft_chain_nat")
-    check_versions = (6,)
 
     def configure(self, opts: FeatureOptions) -> None:
         self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
