@@ -244,3 +244,29 @@ def test_feature_matrix_and_profile_table() -> None:
     assert prof[1].vs_plain == pytest.approx(0.75) and prof[0].cpu_softirq_system_pct == 30
     assert "| NPTv6" in report.matrix_text(list(rows.values()))
     assert "| nat | IPv4 | 1 | 6000 | 0.750 |" in report.profile_text(prof)
+
+
+def test_claims_go6_to_go10_from_feature_checks() -> None:
+    from testbed.report import claims
+
+    def fc(feature: str, ip: int, status: str) -> results.TrialRow:
+        return _trial("featurecheck", {"feature": feature, "ip": ip}, {},
+                      {"feature": feature, "ip": ip, "status": status})  # fmt: skip
+
+    rows = [fc("nat", 4, "works"), fc("nat", 6, "works"), fc("nptv6", 6, "works"),
+            fc("firewall", 4, "works"), fc("firewall", 6, "fails"),
+            fc("qos", 4, "works"), fc("qos", 6, "works"), fc("ipsec", 4, "not supported"),
+            _trial("routerprofile", {"profile": "plain", "ip": 4}, {"throughput_bps": 8e9}, {}),
+            _trial("routerprofile", {"profile": "nat", "ip": 4}, {"throughput_bps": 6e9}, {})]  # fmt: skip
+    d = claims.Data(rows)
+    go6 = claims.CHECKS["go:6"](d)
+    assert go6.status == "holds" and "nptv6 IPv6: 1/1 work" in go6.evidence
+    go8 = claims.CHECKS["go:8"](d)
+    assert go8.status == "does not hold" and "firewall IPv6" in go8.reason
+    go9 = claims.CHECKS["go:9"](d)
+    assert go9.status == "not measured" and "ipsec IPv4" in go9.reason
+    assert claims.CHECKS["go:7"](d).status == "not measured"
+    go10 = claims.CHECKS["go:10"](d)
+    assert (
+        go10.status == "not measurable here" and "IPv4 nat/plain throughput 0.75" in go10.evidence
+    )
