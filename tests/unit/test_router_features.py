@@ -257,7 +257,8 @@ def test_claims_go6_to_go10_from_feature_checks() -> None:
             fc("firewall", 4, "works"), fc("firewall", 6, "fails"),
             fc("qos", 4, "works"), fc("qos", 6, "works"), fc("ipsec", 4, "not supported"),
             _trial("routerprofile", {"profile": "plain", "ip": 4}, {"throughput_bps": 8e9}, {}),
-            _trial("routerprofile", {"profile": "nat", "ip": 4}, {"throughput_bps": 6e9}, {})]  # fmt: skip
+            _trial("routerprofile", {"profile": "nat", "ip": 4}, {"throughput_bps": 6e9},
+                   {})]  # fmt: skip
     d = claims.Data(rows)
     go6 = claims.CHECKS["go:6"](d)
     assert go6.status == "holds" and "nptv6 IPv6: 1/1 work" in go6.evidence
