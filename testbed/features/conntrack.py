@@ -22,6 +22,8 @@ def ruleset() -> str:
 
 
 class Conntrack(Feature):
+    """Connection tracking on the router's forwarding path (the "conntrack on" profile)."""
+
     kind = "conntrack"
     summary = "connection tracking on a router's forwarding path (accept-all nftables ct rules)"
     node_role = "router"

@@ -174,6 +174,8 @@ DHCLIENT = Program("dhclient", "isc-dhcp-client", ("dhclient", "--version"))
 
 
 class DhcpClient(r.RouterFeature):
+    """A host that takes its addresses from DHCP, DHCPv6 or SLAAC."""
+
     kind = KIND
     summary = "a host gets its addresses from DHCPv4/DHCPv6 (dhclient) or SLAAC instead of the plan"
     node_role = "host"

@@ -67,6 +67,8 @@ def describe(o: Options) -> list[str]:
 
 
 class DhcpRelay(r.RouterFeature):
+    """dnsmasq relaying one link's DHCPv4 and DHCPv6 to a server elsewhere."""
+
     kind = KIND
     summary = "dnsmasq DHCP relay (DHCPv4 and DHCPv6) on a router, to a server elsewhere"
     node_role = "router"

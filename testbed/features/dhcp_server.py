@@ -189,6 +189,8 @@ def listening_67(node: str) -> Check:
 
 
 class DhcpServer(r.RouterFeature):
+    """dnsmasq serving one link's DHCPv4/DHCPv6/RAs, on it or behind a relay."""
+
     kind = KIND
     summary = "dnsmasq DHCP server: DHCPv4, stateful DHCPv6, RA/SLAAC; direct or behind a relay"
     options = (

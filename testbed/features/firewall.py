@@ -145,6 +145,8 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
 
 
 class Firewall(r.RouterFeature):
+    """A stateful default-drop forward policy with an allow-list per IP version."""
+
     kind = KIND
     summary = (
         "stateful nftables inet forward policy on a router: default drop, allow-list per version"

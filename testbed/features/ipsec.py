@@ -203,6 +203,8 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
 
 
 class Ipsec(r.RouterFeature):
+    """An ESP tunnel between two routers for the subnets behind them."""
+
     kind = KIND
     summary = "ESP tunnel (kernel xfrm, static AES-GCM keys) between two routers' subnets"
     node_role = "router"

@@ -187,6 +187,8 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
 
 
 class Nat(r.RouterFeature):
+    """Source NAT (masquerade) and port forwards on a router, both IP versions."""
+
     kind = KIND
     summary = "source NAT (masquerade) and port forwards on a router, nftables inet, IPv4+IPv6"
     node_role = "router"

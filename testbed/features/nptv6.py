@@ -139,6 +139,8 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
 
 
 class Nptv6(r.RouterFeature):
+    """IPv6 prefix translation on a router, and the outside's route to the prefix."""
+
     kind = KIND
     summary = "IPv6 network prefix translation (inside prefix <-> prefix, host part kept), nftables"
     node_role = "router"

@@ -270,6 +270,8 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, seconds: int = 3) -> r.Check
 
 
 class Qos(r.RouterFeature):
+    """HTB classes on a router's egress with guaranteed rates."""
+
     kind = KIND
     summary = "HTB classes on a router's egress, classified by nftables (guaranteed shares)"
     node_role = "router"
@@ -302,6 +304,8 @@ class Qos(r.RouterFeature):
 
 
 class QosHfsc(Qos):
+    """HFSC classes on a router's egress with guaranteed rates (sch_hfsc)."""
+
     kind = "qos-hfsc"
     summary = "HFSC classes on a router's egress, classified by nftables (guaranteed shares)"
     kernel = ("hfsc", "nftables")

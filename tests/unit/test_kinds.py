@@ -39,7 +39,7 @@ def params(kind: str, **given: Any) -> dict[str, Any]:
 
 
 def test_every_kind_declares_units_from_the_vocabulary_and_unique_names() -> None:
-    assert set(KINDS) == {"iperf3", "rfc2544", "ping", "pingpong", "stackcost", "receiver"}
+    assert {"iperf3", "rfc2544", "ping", "pingpong", "stackcost", "receiver"} <= set(KINDS)
     for k in KINDS.values():
         assert len(set(k.param_names)) == len(k.param_names), k.name
         names = [m.name for m in k.metrics]
