@@ -110,7 +110,10 @@ def test_qos_htb_guarantees_the_gold_class_under_overload() -> None:
 def test_qos_hfsc_guarantees_the_gold_class_under_overload() -> None:
     got = _checks("router-qos-hfsc")
     for ip in (4, 6):
-        _assert_works(got[("qos", ip)])
+        res = got[("qos-hfsc", ip)]
+        _assert_works(res)
+        assert res.evidence["scheduler"] == "hfsc"
+        assert res.evidence["received_bps"]["gold"] > 2 * res.evidence["received_bps"]["bulk"]
 
 
 @pytest.mark.kernel("esp")

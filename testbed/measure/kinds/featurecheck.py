@@ -20,7 +20,7 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "dhcp-relay": ("router-dhcp-relay", "dhcp-relay", "dhcp-relay"),
     "slaac": ("router-dhcp", "dhcp-server", "slaac"),
     "qos": ("router-qos", "qos", "qos"),
-    "qos-hfsc": ("router-qos-hfsc", "qos", "qos"),
+    "qos-hfsc": ("router-qos-hfsc", "qos-hfsc", "qos-hfsc"),
     "ipsec": ("router-ipsec", "ipsec", "ipsec"),
 }
 STATUS = {"works": 1.0, "fails": 0.0, "not supported": -1.0}
