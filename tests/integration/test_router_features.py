@@ -146,6 +146,16 @@ def _pids_in(namespaces: list[str]) -> dict[int, str]:
     return found
 
 
+@pytest.mark.kernel("esp")
+def test_ipsec_ipv6_inside_ipv4_outer() -> None:
+    with Testbed(load_topology(TOPO / "router-ipsec.toml", {"outer": "4"})) as tb:
+        assert tb.plan is not None
+        (res,) = _router.run_checks(tb, tb.plan.features, "ipsec", (6,))
+    _assert_works(res)
+    assert res.evidence["outer"] == "IPv4 198.18.1.1 -> 198.18.1.2"
+    assert res.evidence["on_the_wire"]["esp"] >= 5
+
+
 def test_dhcp_daemons_gone_after_sigkill_and_clean() -> None:
     """A run killed with SIGKILL leaves dnsmasq and dhclient running in its namespaces;
     `testbed clean` removes them with the namespaces and the scratch folder."""

@@ -11,7 +11,7 @@ from testbed.measure.kinds._nested import built
 from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
 
 # check name -> (the topology that builds it, the feature kind whose check runs, the result
-# name kept: a dhcp-server's results for its SLAAC link are "slaac")
+# name kept: a dhcp-server's results for its SLAAC link are "slaac"), and its IP versions
 CHECKS: dict[str, tuple[str, str, str]] = {
     "nat": ("router-nat", "nat", "nat"),
     "nptv6": ("router-nptv6", "nptv6", "nptv6"),
@@ -22,6 +22,10 @@ CHECKS: dict[str, tuple[str, str, str]] = {
     "qos": ("router-qos", "qos", "qos"),
     "qos-hfsc": ("router-qos-hfsc", "qos-hfsc", "qos-hfsc"),
     "ipsec": ("router-ipsec", "ipsec", "ipsec"),
+}
+IPV6_ONLY = {
+    "nptv6": "NPTv6 translates IPv6 prefixes only (IPv4 uses NAT)",
+    "slaac": "SLAAC (router advertisements) configures IPv6 only",
 }
 STATUS = {"works": 1.0, "fails": 0.0, "not supported": -1.0}
 
@@ -42,6 +46,13 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     topology, kind, keep = CHECKS[name]
     topology = str(p.get("topology") or topology)
     ip = int(p["ip"])
+    if ip == 4 and name in IPV6_ONLY:
+        status = "not supported"
+        doc = {"feature": name, "ip": ip, "status": status, "evidence": {},
+               "reason": IPV6_ONLY[name]}  # fmt: skip
+        return Measured({"status": STATUS[status], "works": 0.0},
+                        {"feature": name, "ip": ip, "topology": topology, "status": status,
+                         "checks": [doc]})  # fmt: skip
     try:
         with built(topology) as ftb:
             results = [
