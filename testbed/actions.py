@@ -486,6 +486,9 @@ class Command:
     argv: tuple[str, ...]
     undo_argv: tuple[str, ...] = ()
     unless: tuple[Check, ...] = ()  # skipped (no undo either) when these already hold
+    # run the undo even when the node's namespace is removed in the same teardown: for state
+    # the kernel frees lazily after the namespace is gone (e.g. a Jool instance)
+    always_undo: bool = False
 
     def describe(self) -> str:
         undo = f"  [undo: {_argv_text(self.undo_argv)}]" if self.undo_argv else ""
@@ -505,7 +508,7 @@ class Command:
                     lambda: (
                         run_in(env, ns, undo, check=False) if netlink.netns_exists(ns) else None
                     ),
-                    within=ns,
+                    within=None if self.always_undo else ns,
                 )
             )
         run_in(env, ns, self.argv)

@@ -55,11 +55,11 @@ class Capability:
 
 
 def _ip(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True)
+    return processes.run(["ip", *args], check=False)
 
 
 def _tc(ns: str, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["tc", "-n", ns, *args], capture_output=True, text=True)
+    return processes.run(["tc", "-n", ns, *args], check=False)
 
 
 def _msg(proc: subprocess.CompletedProcess[str]) -> str:
@@ -75,7 +75,7 @@ def _module_present(module: str) -> bool:
         return True
     if shutil.which("modprobe") is None:
         return False
-    return subprocess.run(["modprobe", "-n", "-q", module], capture_output=True).returncode == 0
+    return processes.run(["modprobe", "-n", "-q", module], check=False).returncode == 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -158,9 +158,7 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
         )
         results["esp"] = _probe_esp(ns)
         if shutil.which("nft"):
-            n = subprocess.run(
-                ["ip", "netns", "exec", ns, "nft", "list", "tables"], capture_output=True, text=True
-            )
+            n = processes.run(processes.ns_argv(ns, ["nft", "list", "tables"]), check=False)
             results["nftables"] = (
                 n.returncode == 0,
                 "listed nftables tables" if n.returncode == 0 else _msg(n),

@@ -7,7 +7,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -607,6 +607,12 @@ def _clock_doc(guest_started: float) -> dict[str, Any]:
             "guest_time": {"started": guest_started, "finished": time.time()}}
 
 
+def _trial_scope(tb: Any) -> AbstractContextManager[Any]:
+    """The Testbed's nested undo scope for one trial (a stand-in testbed may have none)."""
+    scope = getattr(tb, "scope", None)
+    return scope() if scope is not None else nullcontext()
+
+
 def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc: Any,
          qdiscs: Any, do_trial: Callable[[Any, TrialPlan, kinds.Context], kinds.Measured],
          ctx: kinds.Context, prog: Progress) -> int:
@@ -614,7 +620,8 @@ def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc
     started = results.wall_time()
     guest_started = time.time()
     try:
-        m = do_trial(tb, t, ctx)
+        with _trial_scope(tb):  # what the trial starts (servers, files, rules) ends with it
+            m = do_trial(tb, t, ctx)
     except Exception as exc:  # any failure is this trial's, never the run's
         reason = str(exc) if isinstance(exc, TestbedError) else f"{type(exc).__name__}: {exc}"
         row = results.TrialRow(

@@ -6,10 +6,11 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from testbed import units
 
 # --- Ethernet, as the paper counts it (section III) ------------------------------------------
 IFG: Final = 12  # inter-frame gap
@@ -27,7 +28,7 @@ TUNNEL_MTU: Final = ETH_MTU - IPV4_HEADER  # 1480: the IPv6 MTU of a 6to4/ISATAP
 
 MECHANISMS: Final = ("native", "6to4", "isatap", "nat64")
 
-RATES: Final[dict[str, float]] = {"ethernet": 10e6, "fastethernet": 100e6, "gigabit": 1e9}
+RATES: Final[dict[str, float]] = {k: v for k, v in units.RATE_PRESETS.items() if v is not None}
 
 DEFAULT_PROPAGATION_S: Final = 30e-6  # the paper's measured pi
 
@@ -289,23 +290,9 @@ def store_and_forward_owd(
     return arrivals[-1]
 
 
-_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:bit|bit/s|b/s)?\s*$", re.IGNORECASE)
-_PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
 def parse_rate(text: str) -> float:
-    """Bit/s from a preset name, a plain number of Mbit/s, or a string like "500kbit" or "1gbit"."""
-    key = text.strip().lower().replace("-", "").replace("_", "")
-    if key in RATES:
-        return RATES[key]
-    match = _RATE_RE.match(text)
-    if match is not None:
-        number, prefix = float(match.group(1)), match.group(2).lower()
-        has_unit = text.strip()[-1].isalpha() or text.strip().endswith("/s")
-        value = number * (_PREFIX[prefix] if has_unit else 1e6)
-        if value > 0:
-            return value
-    raise ValueError(
-        f"cannot read bit rate {text!r}: use {', '.join(RATES)}, a number of Mbit/s (e.g. 100), "
-        "or a number with kbit, mbit or gbit (e.g. 500kbit, 10mbit, 1gbit)"
-    )
+    """Bit/s from a preset name, a plain number of Mbit/s, or a number with a unit
+    (`testbed.units.rate`); ValueError (a `units.UnitError`) otherwise, or for 'unlimited'."""
+    bps = units.rate(text, unlimited=False)
+    assert bps is not None
+    return bps

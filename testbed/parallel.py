@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from testbed import results
+from testbed import processes, results
 from testbed.errors import UsageError
 from testbed.experiment import Experiment, RunSummary, TrialPlan, plan
 from testbed.progress import format_duration
@@ -308,7 +308,7 @@ def execute_share(share: Share, argv_prefix: Sequence[str], workdir: Path, worke
             on_output(lines)
 
     with log.open("w") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+        proc = processes.spawn(argv, what="starting a worker", stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, env=env, cwd=os.getcwd(),
                                 preexec_fn=_die_with_parent)
         try:

@@ -87,6 +87,30 @@ def run(
     return proc
 
 
+def spawn(argv: Sequence[str], *, what: str = "", **popen_kw: Any) -> subprocess.Popen[Any]:
+    """Start argv in the background (the one place testbed starts a process); the caller owns
+    its lifetime. A missing program is a MissingCapability naming it."""
+    try:
+        return subprocess.Popen(list(argv), **popen_kw)
+    except FileNotFoundError:
+        raise MissingCapability(
+            argv[0],
+            what or f"starting {os.path.basename(argv[0])}",
+            f"install the program that provides '{argv[0]}' "
+            "(scripts/provision.sh installs everything)",
+        ) from None
+
+
+def interactive(argv: Sequence[str]) -> int:
+    """Run argv attached to this terminal (stdin/stdout/stderr inherited); its exit code."""
+    try:
+        return subprocess.call(list(argv))
+    except FileNotFoundError:
+        raise MissingCapability(
+            argv[0], f"running {' '.join(argv)}", f"install the program that provides '{argv[0]}'"
+        ) from None
+
+
 class ManagedProcess:
     """A background process that is always stopped: terminate, wait, kill, reap."""
 
@@ -95,12 +119,9 @@ class ManagedProcess:
         self.name = name or os.path.basename(argv[0])
         popen_kw.setdefault("stdin", subprocess.DEVNULL)
         popen_kw.setdefault("start_new_session", True)
-        try:
-            self.popen: subprocess.Popen[Any] = subprocess.Popen(self.argv, **popen_kw)
-        except FileNotFoundError:
-            raise MissingCapability(
-                argv[0], f"starting {self.name}", f"install the program that provides '{argv[0]}'"
-            ) from None
+        self.popen: subprocess.Popen[Any] = spawn(
+            self.argv, what=f"starting {self.name}", **popen_kw
+        )
 
     @property
     def pid(self) -> int:

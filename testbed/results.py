@@ -9,7 +9,6 @@ import os
 import platform
 import shutil
 import sqlite3
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.errors import UsageError
+from testbed import processes
+from testbed.errors import TestbedError, UsageError
 
 SCHEMA_VERSION = 1
 DEFAULT_DB = Path("results/testbed.sqlite")
@@ -180,8 +180,8 @@ def _cmd_version(argv: Sequence[str]) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        p = processes.run(argv, check=False, timeout=5)
+    except (OSError, TestbedError):
         return None
     out = (p.stdout or p.stderr).strip().splitlines()
     return out[0] if out else None
@@ -192,16 +192,15 @@ def _git_revision() -> str | None:
     if shutil.which("git") is None:
         return None
     try:
-        rev = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
-        dirty = subprocess.run(
+        rev = processes.run(["git", "-C", str(here), "rev-parse", "HEAD"], check=False, timeout=5)
+        dirty = processes.run(
             ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+            check=False, timeout=5)
+    except (OSError, TestbedError):
         return None
     if rev.returncode != 0:
         return None
-    return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    return str(rev.stdout).strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def _cpu_model() -> str | None:

@@ -22,9 +22,26 @@ class Qdisc:
     kind: str
     args: tuple[str, ...]
     needs_offload_off: bool = False
+    stab: tuple[str, ...] = ()  # a size table: how long the qdisc takes each packet to be
 
     def argv(self, ifname: str) -> list[str]:
-        return ["qdisc", "replace", "dev", ifname, "root", self.kind, *self.args]
+        return ["qdisc", "replace", "dev", ifname, "root", *self.stab, self.kind, *self.args]
+
+
+def ethernet_stab(frame_max: int) -> tuple[str, ...]:
+    """A size table making a qdisc count each packet as Ethernet puts it on the wire:
+    skb length + 24 (FCS, preamble, SFD, gap), at least 84 bytes.
+
+    netem's `rate` has a per-packet overhead but no minimum frame, so without this a short
+    frame (a small fragment, a 1-byte datagram) would be serialized in 67 bytes' time instead
+    of 84's. The table has one entry per byte (cell_log 0) up to the link's largest frame, so
+    the lengths are exact; beyond 16384 bytes tc coarsens the cells.
+    """
+    size = min(max(frame_max, 2048), 16384)
+    return (
+        "stab", "overhead", str(WIRE_OVERHEAD), "mpu", str(MIN_WIRE_FRAME),
+        "mtu", str(size - 1), "tsize", str(size),
+    )
 
 
 def wire_bytes(skb_len: int) -> int:
@@ -99,8 +116,11 @@ def qdisc_for(link: Link, netem_available: bool) -> Qdisc | None:
             args += [_usec(shape.jitter_s), "distribution", "normal"]
     if shape.loss_pct:
         args += ["loss", f"{shape.loss_pct}%"]
+    stab: tuple[str, ...] = ()
     if shape.rate_bps is not None:
-        # tc (iproute2 6.1) takes the per-packet overhead as the positional after the rate
-        args += ["rate", _rate(shape.rate_bps), str(WIRE_OVERHEAD)]
+        # the Ethernet overhead and minimum frame come from the size table (netem's own
+        # per-packet overhead, the positional after the rate, has no minimum)
+        args += ["rate", _rate(shape.rate_bps)]
+        stab = ethernet_stab(frame_max)
     args += ["limit", "10000"]
-    return Qdisc("netem", tuple(args), needs_offload_off=shape.rate_bps is not None)
+    return Qdisc("netem", tuple(args), needs_offload_off=shape.rate_bps is not None, stab=stab)

@@ -298,7 +298,10 @@ class Testbed:
         d = state.scratch_dir(self.name)
         if not d.exists():
             d.mkdir(parents=True)
-            self.defer(Undo(f"remove {d}", lambda: shutil.rmtree(d, ignore_errors=True)))
+            # the run's folder, whichever scope first asks for it: the build scope removes it
+            self._scopes[0].append(
+                Undo(f"remove {d}", lambda: shutil.rmtree(d, ignore_errors=True))
+            )
         return d
 
     def interfaces(self, node: str) -> list[Any]:

@@ -11,14 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed import units
 from testbed.errors import SpecError
 
-RATE_PRESETS: dict[str, float | None] = {
-    "ethernet": 10e6,
-    "fastethernet": 100e6,
-    "gigabit": 1000e6,
-    "unlimited": None,
-}
+RATE_PRESETS = units.RATE_PRESETS
 ROLES = ("host", "router")
 STACKS = ("ipv4", "ipv6", "dual")
 MTU_MIN_V4 = 68
@@ -28,10 +24,10 @@ NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,14}$")
 PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Sane ranges: a rate outside them rounds to 0 bit/s or overflows the kernel's tbf/netem
 # fields; a delay beyond a minute is not a network path this testbed models.
-RATE_MIN_BPS = 1e3
-RATE_MAX_BPS = 100e9
-DURATION_MAX_S = 60.0
-DURATION_MIN_S = 1e-6  # a positive delay below 1 us rounds to 0 in tc
+RATE_MIN_BPS = units.RATE_MIN_BPS
+RATE_MAX_BPS = units.RATE_MAX_BPS
+DURATION_MAX_S = units.DURATION_MAX_S
+DURATION_MIN_S = units.DURATION_MIN_S
 MAX_NESTING = 16  # tables/arrays deeper than this are refused (no topology needs more than 4)
 MAX_FILE_BYTES = 1 << 20
 MAX_CHAIN_ROUTERS = 250  # nodes send with TTL/hop limit 255 (plan.MAX_HOPS): 250 are crossable
@@ -201,93 +197,18 @@ class Topology:
 
 
 def parse_rate(value: Any, file: str, key: str) -> float | None:
-    """A rate: a preset name, a number in Mbit/s, or a string like '10mbit'; returns bit/s."""
-    allowed = (
-        "a preset (" + ", ".join(RATE_PRESETS) + "), a number of Mbit/s > 0, "
-        "or a string like '10mbit', '1.5gbit', '500kbit'"
-    )
-    if isinstance(value, bool):
-        raise SpecError(file, key, f"rate must not be a boolean ({value!r})", allowed)
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or value <= 0:
-            raise SpecError(
-                file, key, f"rate must be a finite number above zero, got {value!r}", allowed
-            )
-        return _rate_in_range(float(value) * 1e6, value, file, key, allowed)
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in RATE_PRESETS:
-            return RATE_PRESETS[text]
-        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*(bit|kbit|mbit|gbit|bps|kbps|mbps|gbps)?", text)
-        if m:
-            number = float(m.group(1))
-            unit = m.group(2) or "mbit"
-            mult = {
-                "bit": 1,
-                "bps": 1,
-                "kbit": 1e3,
-                "kbps": 1e3,
-                "mbit": 1e6,
-                "mbps": 1e6,
-                "gbit": 1e9,
-                "gbps": 1e9,
-            }[unit]
-            if number <= 0:
-                raise SpecError(file, key, f"rate must be above zero, got {value!r}", allowed)
-            return _rate_in_range(number * mult, value, file, key, allowed)
-    raise SpecError(file, key, f"not a rate: {value!r}", allowed)
-
-
-def _rate_in_range(bps: float, value: Any, file: str, key: str, allowed: str) -> float:
-    if not RATE_MIN_BPS <= bps <= RATE_MAX_BPS:
-        raise SpecError(
-            file,
-            key,
-            f"rate {value!r} is {bps:.6g} bit/s, outside what the kernel's shapers take",
-            f"{RATE_MIN_BPS:.0f} bit/s (1kbit) to {RATE_MAX_BPS:.0f} bit/s (100gbit); " + allowed,
-        )
-    return bps
+    """A rate (see `testbed.units.rate`) in bit/s, None for unlimited; errors name file and key."""
+    return units.in_spec(units.rate, value, file, key)
 
 
 def parse_duration(value: Any, file: str, key: str) -> float:
-    """A duration: a number of milliseconds or a string like '5ms', '200us', '1s'; returns s."""
-    allowed = (
-        "0, or from 1 us to 60 s: a number of milliseconds, or a string like '5ms', '250us', '1s'"
-    )
-    seconds: float | None = None
-    if isinstance(value, bool):
-        raise SpecError(file, key, f"not a duration: {value!r}", allowed)
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise SpecError(
-                file, key, f"duration must be a finite number >= 0, got {value!r}", allowed
-            )
-        seconds = float(value) / 1e3
-    elif isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|ms|us|µs|ns)?\s*", value.lower())
-        if m:
-            mult = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}[m.group(2) or "ms"]
-            seconds = float(m.group(1)) * mult
-    if seconds is None:
-        raise SpecError(file, key, f"not a duration: {value!r}", allowed)
-    if seconds != 0 and not DURATION_MIN_S <= seconds <= DURATION_MAX_S:
-        raise SpecError(file, key, f"duration {value!r} is out of range", allowed)
-    return seconds
+    """A duration (see `testbed.units.duration`; a plain number is milliseconds) in seconds."""
+    return units.in_spec(units.duration, value, file, key)
 
 
 def parse_loss(value: Any, file: str, key: str) -> float:
-    allowed = "a percentage from 0 to 100 (number, or a string like '1%')"
-    if isinstance(value, str) and value.strip().endswith("%"):
-        value = value.strip()[:-1]
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        pct = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(file, key, f"not a loss percentage: {value!r}", allowed) from None
-    if not 0 <= pct <= 100:
-        raise SpecError(file, key, f"loss out of range: {value!r}", allowed)
-    return pct
+    """A loss percentage from 0 to 100."""
+    return units.in_spec(units.percent, value, file, key)
 
 
 def _check_keys(table: Mapping[str, Any], allowed: set[str], file: str, key: str) -> None:
@@ -523,7 +444,7 @@ def topology_from_dict(
             file,
             "mechanism",
             "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
-            "[[features]] with kind, node and options: see docs/topologies.md, 'Features' "
+            "[[features]] with kind, node and options: see docs/features.md "
             '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
         )
     features = _load_features(body.get("features", []), file)

@@ -256,8 +256,8 @@ def kvm_works(qemu: Path | None = None) -> bool:
         "stdio",
     ]
     try:
-        proc = subprocess.run(argv, input="quit\n", capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        proc = processes.run(argv, input="quit\n", check=False, timeout=20)
+    except (OSError, TestbedError):
         return False
     return proc.returncode == 0
 
@@ -528,10 +528,9 @@ def _tee(stream: IO[bytes], sink: IO[bytes], tail: deque[bytes] | None) -> None:
 
 def host_db(results: Path | None) -> Path:
     """The host's results database: --results DIR, else $TESTBED_DB, else results/."""
-    if results is not None:
-        return results / GUEST_DB
-    env = os.environ.get("TESTBED_DB")
-    return Path(env) if env else Path("results") / GUEST_DB
+    from testbed.results import default_db
+
+    return results / GUEST_DB if results is not None else default_db()
 
 
 def merge_results(guest_db: Path, dst: Path, out: IO[str]) -> int:
@@ -539,17 +538,8 @@ def merge_results(guest_db: Path, dst: Path, out: IO[str]) -> int:
     if not guest_db.exists():
         return 0
     dst.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        from testbed.results import merge
-    except ImportError:  # measurement code absent: keep the whole database instead
-        if not dst.exists():
-            shutil.copyfile(guest_db, dst)
-            print(f"testbed vm: results copied to {dst}", file=out)
-            return 0
-        kept = dst.with_name(f"vm-{os.getpid()}.sqlite")
-        shutil.copyfile(guest_db, kept)
-        print(f"testbed vm: cannot merge (no testbed.results.merge); kept {kept}", file=out)
-        return 0
+    from testbed.results import merge
+
     n = merge(guest_db, dst)
     print(f"testbed vm: merged {n} trial(s) from the VM into {dst}", file=out)
     return n
@@ -681,8 +671,9 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
     with _sigterm_raises():
         # Both streams go through pipes we copy from: QEMU reopens /proc/self/fd/1 with
         # O_TRUNC, which would truncate a file the caller redirected our output into.
-        proc = subprocess.Popen(
+        proc = processes.spawn(
             argv,
+            what="booting the full-kernel tier (vng)",
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 from typing import Any
 
 from testbed import capabilities, netlink, processes, signals, state
@@ -210,10 +209,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         raise UsageError(
             f"no node {args.node!r} in run {rec.name}", hint="nodes: " + ", ".join(rec.namespaces)
         )
-    try:
-        return subprocess.call(processes.ns_argv(ns, cmd))
-    except FileNotFoundError:
-        raise UsageError("the `ip` program is missing", hint="apt-get install iproute2") from None
+    return processes.interactive(processes.ns_argv(ns, cmd))
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -265,12 +261,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     caps = capabilities.probe()
-    try:
-        from testbed.vm import vm_available
+    from testbed.vm import vm_available
 
-        vm_ok, vm_why = vm_available()
-    except ImportError:
-        vm_ok, vm_why = False, "the VM tier is not installed"
+    vm_ok, vm_why = vm_available()
     if args.json:
         print(
             json.dumps(

@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
-import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -215,19 +214,6 @@ def _parse_only(spec: str) -> Choice:
     return Choice(exp, meas, tuple(topos.split("+")), "here", "real", "--only", 0)
 
 
-@contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
-
-
 def _run_ids(db: Path) -> set[str]:
     if not db.exists():
         return set()
@@ -316,8 +302,7 @@ def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | Non
         argv += ["--only", o]
     print(f"== full-kernel tier: {' '.join(argv)}", file=sys.stderr)
     kw: dict[str, Any] = {"clock": clock} if clock else {}
-    with _env("TESTBED_DB", str(db.resolve())):
-        res = vm.run_in_vm(argv, **kw)
+    res = vm.run_in_vm(argv, db=db, **kw)
     if res.returncode != 0:
         print(f"the full-kernel tier exited with {res.returncode}", file=sys.stderr)
     return 1 if res.returncode else 0

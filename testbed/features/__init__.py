@@ -24,7 +24,11 @@ __all__ = [
     "registry",
 ]
 
-GENERIC_KEYS = ("kind", "node", "enabled")
+GENERIC_OPTIONS = (
+    Option("node", "the node it is set up on"),
+    Option("enabled", "whether it is built (true/false)", True),
+)
+GENERIC_KEYS = ("kind", *(o.name for o in GENERIC_OPTIONS))
 _loaded = False
 
 
@@ -74,24 +78,14 @@ def configure(topo: Topology, addresses: AddressPlan) -> list[Feature]:
                     f"unknown option for kind {kind!r}",
                     ", ".join(allowed),
                 )
-        opts = Options(topo, addresses, i, table, cls.options, None)
-        enabled = opts_bool(opts, table)
-        node: str | None = None
+        opts = Options(topo, addresses, i, table, (*GENERIC_OPTIONS, *cls.options), None)
+        enabled = opts.boolean("enabled")
         if cls.node_role is not None:
-            if "node" not in table:
-                raise SpecError(topo.source, f"{key}.node", "missing", ", ".join(topo.node_names))
-            opts.declared["node"] = Option("node", "the node it runs on")
-            node = opts.node_name("node", role=cls.node_role or None)
-            opts.node = node
+            opts.node = opts.node_name("node", role=cls.node_role or None)
         if enabled:
             out.append(cls(opts))
     _check_clashes(topo, out)
     return out
-
-
-def opts_bool(opts: Options, table: dict[str, object]) -> bool:
-    opts.declared.setdefault("enabled", Option("enabled", "whether it is built", True))
-    return opts.boolean("enabled")
 
 
 def _check_clashes(topo: Topology, features: Iterable[Feature]) -> None:
@@ -149,3 +143,23 @@ def programs() -> list[Program]:
         for p in cls.programs:
             out.setdefault(p.package, p)
     return list(out.values())
+
+
+def reference_markdown() -> str:
+    """The shipped features as a Markdown table, from their declarations (docs/features.md
+    carries it between markers; a test keeps the two equal)."""
+    rows = [
+        "| kind | node | options (default) | needs | guest modules |",
+        "|---|---|---|---|---|",
+    ]
+    for cls in classes():
+        node = {None: "—", "": "any"}.get(cls.node_role, cls.node_role or "any")
+        opts = ", ".join(
+            f"`{o.name}`" + ("" if o.required else f" (`{o.default}`)" if o.default else "")
+            for o in cls.options
+        )
+        rows.append(
+            f"| `{cls.kind}` | {node} | {opts or '—'} | {', '.join(cls.needs()) or '—'} | "
+            f"{', '.join(cls.guest_modules) or '—'} |"
+        )
+    return "\n".join(rows) + "\n"

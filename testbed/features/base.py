@@ -87,6 +87,9 @@ class Feature:
         super().__init_subclass__(**kw)
         if not cls.kind:
             return  # an abstract helper class
+        reserved = [o.name for o in cls.options if o.name in ("kind", "node", "enabled")]
+        if reserved:
+            raise TypeError(f"feature {cls.kind!r}: option {reserved[0]!r} is a generic key")
         other = REGISTRY.get(cls.kind)
         if other is not None and other.__qualname__ != cls.__qualname__:
             raise TypeError(f"feature kind {cls.kind!r} is defined twice: {other} and {cls}")

@@ -24,10 +24,16 @@ class Nat64Jool(Nat64):
 
     def actions(self) -> list[Action]:
         c = self.config
-        # the instance belongs to the namespace and goes with it
+        # the instance belongs to the namespace, but the kernel frees it only some time after
+        # the namespace is gone: removed explicitly, also when the namespace goes anyway
         out: list[Action] = [
             LoadModule("jool", "jool"),
-            Command(self.node, tuple(c.add_argv()), undo_argv=tuple(c.remove_argv())),
+            Command(
+                self.node,
+                tuple(c.add_argv()),
+                undo_argv=tuple(c.remove_argv()),
+                always_undo=True,
+            ),
         ]
         out += [Command(self.node, tuple(argv)) for argv in c.pool4_argvs()]
         return out

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.root
 TESTBED = str(Path(sys.executable).parent / "testbed")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+@pytest.mark.root
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path: Path, sig: int) -> None:
     db = tmp_path / "r.sqlite"

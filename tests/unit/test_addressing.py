@@ -179,8 +179,22 @@ def test_netem_when_available_models_serialization() -> None:
     topo = load_topology(TOPOLOGIES / "p2p.toml", {"delay": "5ms", "rate": "ethernet"})
     q = qdisc_for(topo.links[0], netem_available=True)
     assert q is not None and q.kind == "netem"
-    assert q.args[q.args.index("rate") + 1 : q.args.index("rate") + 3] == ("10000000bit", "24")
+    assert q.args[q.args.index("rate") + 1 : q.args.index("rate") + 3] == ("10000000bit", "limit")
     assert q.args[q.args.index("delay") + 1] == "5000.0us"
+    # Ethernet framing from a size table: overhead 24, minimum frame 84, one cell per byte
+    argv = q.argv("eth0")
+    stab = argv[argv.index("stab") : argv.index("netem")]
+    assert argv.index("root") < argv.index("stab") < argv.index("netem")
+    opts = dict(zip(stab[1::2], stab[2::2], strict=True))
+    assert opts == {"overhead": "24", "mpu": "84", "mtu": "2047", "tsize": "2048"}
+
+
+def test_size_table_covers_jumbo_frames() -> None:
+    topo = load_topology(TOPOLOGIES / "p2p.toml", {"mtu": 9000, "rate": "ethernet"})
+    q = qdisc_for(topo.links[0], netem_available=True)
+    assert q is not None
+    opts = dict(zip(q.stab[1::2], q.stab[2::2], strict=True))
+    assert int(opts["tsize"]) >= 9000 + 14 + 24 and int(opts["mtu"]) == int(opts["tsize"]) - 1
 
 
 def test_wire_bytes() -> None:

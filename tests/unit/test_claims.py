@@ -458,3 +458,23 @@ def test_zeadally_latency_falls_back_to_twice_the_owd() -> None:
     out = CHECKS["ze:4"](claims.Data(old))
     assert out.status == "holds"
     assert status("ze:3", old) == "not measured"
+
+
+def test_gm6_gm7_fit_the_emulators_own_pi_as_the_paper_fitted_its_own() -> None:
+    # an emulator whose per-link cost is 4.4 µs, not the paper's 30 µs: eq. (10) with the
+    # fitted π describes it, and the evidence says which π
+    emu = gm_trials(owd=lambda rate, r, ip, n: models.owd(n, rate, ip, r, 4.4e-6) * 1e6 + 15)
+    for cid in ("gm:6", "gm:7"):
+        out = CHECKS[cid](claims.Data(emu))
+        assert out.status == "holds", out
+        assert "π fitted here 4.4 µs" in out.evidence
+    net = claims._gm_net_owd(claims.Data(emu))
+    pi = claims.fit_pi(net)
+    assert pi is not None and pi == pytest.approx(4.4e-6, abs=1e-9)
+
+
+def test_gm6_does_not_hold_when_owd_ignores_the_payload() -> None:
+    # one π cannot make a payload-blind delay look like serialization
+    flat = gm_trials(owd=lambda rate, r, ip, n: 200.0 + 50.0 * r)
+    out = CHECKS["gm:6"](claims.Data(flat))
+    assert out.status == "does not hold", out

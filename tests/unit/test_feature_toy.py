@@ -44,6 +44,9 @@ class ToyTtl(Feature):
         return [Succeeds(self.node, ("sysctl", "-n", "net.ipv4.ip_default_ttl"), str(self.ttl))]
 
 
+REGISTRY.pop(ToyTtl.kind)  # defining it registered it; each test here puts it back
+
+
 @pytest.fixture(autouse=True)
 def registered() -> Iterator[None]:
     REGISTRY[ToyTtl.kind] = ToyTtl
@@ -64,6 +67,13 @@ def two_nodes(*tables: dict[str, Any]) -> Topology:
 
 
 def test_defining_the_class_registers_it() -> None:
+    class Another(Feature):
+        kind = "toy-another"
+
+    try:
+        assert features.registry()["toy-another"] is Another
+    finally:
+        REGISTRY.pop("toy-another")
     assert features.registry()["toy-ttl"] is ToyTtl
     assert "toy-ttl" in features.kinds()
 
@@ -152,3 +162,13 @@ def test_write_file_expands_placeholders_and_undoes(tmp_path: Path) -> None:
     (undo,) = env.undos
     undo.run()
     assert not path.exists()
+
+
+def test_docs_list_every_shipped_feature_as_declared() -> None:
+    REGISTRY.pop(ToyTtl.kind, None)  # the test's own feature is not shipped
+    text = (Path(__file__).resolve().parents[2] / "docs" / "features.md").read_text()
+    start = text.index("<!-- generated from the declarations")
+    block = text[text.index("\n", start) + 1 : text.index("<!-- end generated -->")]
+    assert block == features.reference_markdown(), (
+        "docs/features.md is stale: paste testbed.features.reference_markdown() between markers"
+    )

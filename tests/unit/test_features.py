@@ -269,6 +269,7 @@ def test_jool_argv() -> None:
     acts = m.actions()
     assert isinstance(acts[0], LoadModule) and acts[0].module == "jool"
     assert isinstance(acts[1], Command) and acts[1].undo_argv == tuple(c.remove_argv())
+    assert acts[1].always_undo  # the kernel frees an instance only after its namespace
 
 
 def test_tayga_refuses_the_well_known_prefix_with_private_addresses() -> None:
