@@ -61,7 +61,8 @@ def bench_row(tb: Any, ctx: kinds.Context, rate: str, ip: int, n: int, duration:
     # heavier first overload (1.25x was tried) sent the search astray for fragmented payloads
     p = kinds.validate_params("rfc2544", {"ip": ip, "ip_payload": n, "duration": duration,
                                             "resolution": resolution, "cpu": False,
-                                            "max_rate": 1.05 * model}, "benchmark", "m")
+                                            "max_rate": f"{1.05 * model:.0f}bit"},
+                              "benchmark", "m")
     t0 = time.monotonic()
     m = kinds.measure("rfc2544", tb, p, ctx)
     res = m.result["throughput"]

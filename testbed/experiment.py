@@ -247,24 +247,22 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
             raise SpecError(file, f"{key}.kind", "missing", ", ".join(kinds.KINDS))
         kind = kinds.get(kind_name, file, f"{key}.kind")
         given = {k: v for k, v in mraw.items() if k not in MEASUREMENT_META}
-        for k in given:
-            if kind.param(k) is None:
-                raise SpecError(file, f"{key}.{k}", f"unknown parameter of {kind.name}",
-                                ", ".join(sorted(kind.param_names)))
+        decl = {k: kinds.declared(kind, k, file, key) for k in given}
         own_sweep = {k: v for k, v in given.items() if isinstance(v, list)
-                     and _param(kind, k).type != "names"}
+                     and decl[k].type != "names"}
         for k, vals in own_sweep.items():
             if not vals:
                 raise SpecError(file, f"{key}.{k}", "an empty list sweeps nothing")
         fixed = {k: v for k, v in given.items() if k not in own_sweep}
         for k, v in given.items():
             for i, one in enumerate(own_sweep.get(k, [v])):
-                kinds.check_value(_param(kind, k), one, file,
+                kinds.check_value(decl[k], one, file,
                                   f"{key}.{k}" + (f"[{i}]" if k in own_sweep else ""))
         relevant = {k: v for k, v in meas_sweep.items() if kind.param(k) is not None}
         for k, vals in relevant.items():
             for i, one in enumerate(vals):
-                kinds.check_value(_param(kind, k), one, file, f"sweep.{k}[{i}]")
+                kinds.check_value(kinds.declared(kind, k, file, f"sweep.{k}"), one, file,
+                                  f"sweep.{k}[{i}]")
         for k in relevant:
             if k in given:  # the global sweep would silently replace the measurement's own value
                 raise SpecError(file, f"{key}.{k}",
@@ -342,12 +340,6 @@ def _names(value: Any, file: str, key: str) -> list[str]:
             raise SpecError(file, where, f"not a topology name: {v!r}",
                             "a name in topologies/ (e.g. \"chain\") or a path")
     return list(values)
-
-
-def _param(kind: kinds.Kind, name: str) -> kinds.Param:
-    p = kind.param(name)
-    assert p is not None, f"{kind.name} has no parameter {name}"  # checked before
-    return p
 
 
 def count_trials(exp: Experiment) -> int:

@@ -373,7 +373,9 @@ def runs(con: sqlite3.Connection) -> list[dict[str, Any]]:
         "AS ok, (SELECT COUNT(*) FROM trials t WHERE t.run_id=r.run_id AND t.status='error') "
         "AS errors FROM runs r ORDER BY started"
     ):
+        spec = json.loads(r["spec"])
         out.append({
+            "paper": (spec.get("paper") or None) if isinstance(spec, dict) else None,
             "run_id": r["run_id"], "experiment": r["experiment"], "profile": r["profile"],
             "started": r["started"], "finished": r["finished"], "planned": r["planned"],
             "ok": r["ok"], "errors": r["errors"], "provenance": json.loads(r["provenance"]),

@@ -177,5 +177,16 @@ def params_of(t: results.TrialRow) -> dict[str, Any]:
     return {**(params if isinstance(params, Mapping) else {}), **t.point}
 
 
+def description(t: results.TrialRow) -> str:
+    """The experiment file's description of the trial's measurement ("" when none was stored)."""
+    d = t.result.get("description") if isinstance(t.result, Mapping) else None
+    return d if isinstance(d, str) else ""
+
+
+def unit(t: results.TrialRow, metric_name: str) -> str | None:
+    """The unit stored with a trial's metric (None for trials stored before units were)."""
+    return results.stored_units(t).get(metric_name)
+
+
 def failed(trials: Iterable[results.TrialRow]) -> list[results.TrialRow]:
     return [t for t in trials if t.status == "error"]

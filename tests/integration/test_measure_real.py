@@ -106,3 +106,18 @@ def test_pingpong_stores_the_round_trip(testbed_net: Any) -> None:
                 overhead=False)
     assert m.metrics["rtt_median_us"] == pytest.approx(2 * m.metrics["owd_median_us"])
     assert m.metrics["rtt_min_us"] <= m.metrics["rtt_median_us"] <= m.metrics["rtt_max_us"]
+
+
+@pytest.mark.topology("topologies/nat64-tayga.toml", rate="fastethernet")
+def test_cpu_of_the_features_programs_without_naming_them(testbed_net: Any) -> None:
+    m = measure(testbed_net, "iperf3", protocol="udp", ip=6, rate="10mbit", duration=1)
+    assert list(m.result["cpu"]["processes"]) == ["tayga@r1"]  # not iperf3, not ss
+    assert m.metrics["cpu_tayga_pct"] > 0
+
+
+@pytest.mark.topology("topologies/one-router.toml")
+def test_receiver_leaves_no_file_in_the_runs_scratch_folder(testbed_net: Any) -> None:
+    m = measure(testbed_net, "receiver", ip=4, frame_size=1518, rate="5mbit", duration=0.5)
+    assert m.metrics["received"] > 0
+    folder = testbed_net.scratch_dir() / "measure"
+    assert folder.is_dir() and list(folder.iterdir()) == []

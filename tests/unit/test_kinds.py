@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from testbed import processes, results
+from testbed import netlink, results
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import docs, iperf, ping
 from testbed.measure import kinds as kinds_pkg
@@ -282,11 +282,8 @@ def _own_comm() -> str:
 
 def test_feature_pids_by_name_or_everything_but_the_measurement(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import subprocess
-
     me = os.getpid()
-    monkeypatch.setattr(processes, "run", lambda argv, **kw: subprocess.CompletedProcess(
-        argv, 0, f"{me}\n" if argv[-1] == "tb-fake-r1" else "", ""))
+    monkeypatch.setattr(netlink, "netns_pids", lambda ns: [me] if ns == "tb-fake-r1" else [])
     tb = FakeTestbed(tmp_path)
     comm = _own_comm()
     assert base.feature_pids(tb, [comm]) == {f"{comm}@r1": me}
@@ -405,3 +402,42 @@ def test_an_old_database_opens_and_shows(tmp_path: Path) -> None:
     with closing(sqlite3.connect(db)) as raw:
         assert raw.execute("SELECT result FROM trials").fetchone()[0] == '{"params":{}}'
     assert "rtt_median_ms                  ms" in _show(db)
+
+
+def test_declaration_tables_read_toml_defaults_choices_and_bounds() -> None:
+    (a, b, c) = base.param_table("""
+proto | str | "udp" | udp, tcp | transport
+n | int | 5 | max 1_000 | how many
+on | bool | false |  | a switch \
+that goes on
+""")
+    assert (a.default, a.choices, b.default, b.max, c.default) == ("udp", ("udp", "tcp"), 5,
+                                                                   1000.0, False)
+    assert c.doc == "a switch that goes on"
+    assert base.param_table("ip | ip | 4 | 4, 6 | version")[0].choices == (4, 6)
+    with pytest.raises(ValueError, match="5 cells"):
+        base.param_table("x | int | 1 | version")
+    with pytest.raises(ValueError, match="type 'integer'"):
+        base.param_table("x | integer | 1 |  | a number")
+    with pytest.raises(ValueError, match="not a TOML value"):
+        base.param_table("x | str | udp |  | unquoted text")
+    with pytest.raises(ValueError, match="unit 'Mbit/s'"):
+        base.metric_table("x | Mbit/s | a rate")
+
+
+def test_the_report_reads_paper_description_and_units(tmp_path: Path) -> None:
+    from testbed.report import data as report_data
+
+    db = tmp_path / "r.sqlite"
+    with closing(results.connect(db)) as con:
+        results.start_run(con, "e", "full", {"name": "e", "paper": "zeadally-2004"}, {}, 1,
+                          run_id="r1")
+        results.write_trial(con, _row("r1", {"rtt_mean_ms": 0.5}, {
+            "units": {"rtt_mean_ms": "ms"}, "description": "ICMP latency"}))
+        results.start_run(con, "e", "full", {"name": "e"}, {}, 1, run_id="r0")
+        (new,) = results.trials(con, run_id="r1")
+        assert [r["paper"] for r in results.runs(con)] == ["zeadally-2004", None]
+    assert report_data.description(new) == "ICMP latency"
+    assert report_data.unit(new, "rtt_mean_ms") == "ms"
+    old = _row("r0", {"rtt_mean_ms": 0.5}, {})
+    assert report_data.description(old) == "" and report_data.unit(old, "rtt_mean_ms") is None

@@ -16,12 +16,13 @@ from testbed.measure.kinds.base import (
     Param,
     TestbedLike,
     check_value,
+    declared,
     validate,
 )
 
 __all__ = ["KINDS", "Context", "Kind", "Measured", "Metric", "Param", "TestbedLike",
-           "UndeclaredMetric", "check_value", "discover", "get", "measure", "units_of", "validate",
-           "validate_params"]
+           "UndeclaredMetric", "check_value", "declared", "discover", "get", "measure",
+           "units_of", "validate", "validate_params"]
 
 
 def discover(path: Sequence[str], package: str) -> dict[str, Kind]:

@@ -155,6 +155,57 @@ class Metric:
         return re.fullmatch(rx, key) is not None
 
 
+def _rows(text: str, columns: int, what: str) -> list[list[str]]:
+    rows = []
+    for line in text.strip().splitlines():
+        cells = [c.strip() for c in line.split(" | ")]
+        if len(cells) != columns:
+            raise ValueError(f"{what} table row {line.strip()!r}: {columns} cells separated by "
+                             f"' | ' expected, got {len(cells)}")
+        rows.append(cells)
+    return rows
+
+
+def _toml_value(text: str, where: str) -> Any:
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        raise ValueError(f"{where}: {text!r} is not a TOML value") from None
+
+
+def param_table(text: str) -> tuple[Param, ...]:
+    """Parameters from a table, one a line (a backslash ends a line that goes on):
+    `name | type | default | allowed | meaning`.
+    default: a TOML value (`"tcp"`, `5`, `true`), empty for none; allowed: `max N`, or choices
+    separated by commas (TOML values where they read as such, else text), or empty."""
+    out = []
+    for name, type_, default, allowed, doc in _rows(text, 5, "parameter"):
+        where = f"parameter {name}"
+        choices: tuple[Any, ...] = ()
+        top = None
+        if allowed.startswith("max "):
+            top = float(_toml_value(allowed[4:].replace("_", ""), where))
+        elif allowed:
+            choices = tuple(_choice(c.strip(), where) for c in allowed.split(","))
+        out.append(Param(name, type_, _toml_value(default, where) if default else None, doc,
+                         choices, top))
+    return tuple(out)
+
+
+def _choice(text: str, where: str) -> Any:
+    try:
+        return _toml_value(text, where)
+    except ValueError:
+        return text
+
+
+def metric_table(text: str) -> tuple[Metric, ...]:
+    """Metrics from a table, one a line: `name | unit | meaning`."""
+    return tuple(Metric(name, unit, doc) for name, unit, doc in _rows(text, 3, "metric"))
+
+
 class ParamProblem(Exception):
     """Raised by a kind's `check` for a bad combination: which parameter, what, how to fix."""
 
@@ -250,16 +301,21 @@ def check_value(p: Param, v: Any, file: str, key: str) -> None:
         raise SpecError(file, key, f"{v!r} is not allowed", ", ".join(str(c) for c in p.choices))
 
 
+def declared(kind: Kind, name: str, file: str, key: str) -> Param:
+    """The declaration of parameter `name`, or SpecError(file, key.name) listing the others."""
+    p = kind.param(name)
+    if p is None:
+        raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind.name}",
+                        ", ".join(sorted(kind.param_names)))
+    return p
+
+
 def validate(kind: Kind, given: Mapping[str, Any], file: str, key: str) -> dict[str, Any]:
     """The parameters a runner gets: defaults merged with `given`, every value checked (names,
     types, ranges, choices) and the kind's cross-parameter check; SpecError names the key."""
     out = {p.name: p.default for p in kind.params}
     for name, value in given.items():
-        p = kind.param(name)
-        if p is None:
-            raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind.name}",
-                            ", ".join(sorted(kind.param_names)))
-        check_value(p, value, file, f"{key}.{name}")
+        check_value(declared(kind, name, file, key), value, file, f"{key}.{name}")
         out[name] = value
     if kind.check is not None:
         try:
@@ -281,35 +337,35 @@ def _is_ratio(v: Any) -> bool:
 
 
 def rate_bps(value: Any, file: str = "measurement", key: str = "rate") -> float | None:
-    """A rate parameter in bit/s; None/0/"max"/"unlimited" mean unlimited (None)."""
-    if value in (None, 0, "0", "max", "unlimited"):
+    """A rate parameter in bit/s (`testbed.units.rate`: a preset, a number of Mbit/s, "10mbit",
+    "10 Mbit/s"); None, 0, "max" and "unlimited" mean unlimited (None)."""
+    if value in (None, 0, "0"):
         return None
-    from testbed.topology import parse_rate
+    from testbed import units
 
-    return parse_rate(value, file, key)
+    return units.in_spec(units.rate, value, file, key)
 
 
 # --- shared parameter groups and their checks -----------------------------------------------
 
-ENDPOINTS = (
-    Param("client", "node", "h1", "the node that runs the client (sender)"),
-    Param("server", "node", "h2", "the node that runs the server (receiver)"),
-    Param("ip", "ip", 4, "IP version of the traffic", choices=(4, 6)),
-)
+ENDPOINTS = param_table("""
+client | node | "h1" |  | the node that runs the client (sender)
+server | node | "h2" |  | the node that runs the server (receiver)
+ip | ip | 4 | 4, 6 | IP version of the traffic
+""")
 
-CPU = (
-    Param("cpu", "bool", True, "sample CPU use (machine /proc/stat, programs by pid) during "
-          "the traffic"),
-    Param("cpu_processes", "names", None, "programs to sample by name; unset: the programs the "
-          "topology's features run (every process in its namespaces but the kind's own)"),
-)
+CPU = param_table("""
+cpu | bool | true |  | sample CPU use (machine /proc/stat, programs by pid) during the traffic
+cpu_processes | names |  |  | programs to sample by name; unset: the programs the topology's \
+features run (every process in its namespaces but the kind's own)
+""")
 
-CPU_METRICS = (
-    Metric("cpu_machine_softirq_pct", "%", "softirq share of all CPUs (kernel forwarding)"),
-    Metric("cpu_machine_system_pct", "%", "system share of all CPUs"),
-    Metric("cpu_machine_user_pct", "%", "user share of all CPUs"),
-    Metric("cpu_{program}_pct", "%", "a sampled program (e.g. tayga), % of one CPU"),
-)
+CPU_METRICS = metric_table("""
+cpu_machine_softirq_pct | % | softirq share of all CPUs (kernel forwarding)
+cpu_machine_system_pct | % | system share of all CPUs
+cpu_machine_user_pct | % | user share of all CPUs
+cpu_{program}_pct | % | a sampled program (e.g. tayga), % of one CPU, summed over its nodes
+""")
 
 SIZES = ("frame_size", "ip_payload", "size", "length")
 
@@ -494,15 +550,14 @@ def feature_pids(tb: TestbedLike, names: Sequence[str] | None,
                  exclude: Sequence[str] = ()) -> dict[str, int]:
     """`program@node` -> pid of the programs to sample in the testbed's namespaces: those named
     in `names`, or (None) every process there but the measurement's own (`exclude`)."""
-    from testbed import processes
+    from testbed import netlink
 
     found: dict[str, int] = {}
     if names is not None and not names:
         return found
     skip = set(exclude) | set(TOOLS_NEVER_SAMPLED)
     for node in tb.topology.node_names:
-        out = processes.run(["ip", "netns", "pids", tb.netns(node)], check=False).stdout
-        for pid in out.split():
+        for pid in netlink.netns_pids(tb.netns(node)):
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:

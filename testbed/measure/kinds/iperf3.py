@@ -10,24 +10,7 @@ from typing import Any
 from testbed import waiting
 from testbed.errors import CommandError
 from testbed.measure import iperf
-from testbed.measure.kinds.base import (
-    CPU,
-    CPU_METRICS,
-    ENDPOINTS,
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    TestbedLike,
-    cpu_metrics,
-    cpu_window,
-    fits,
-    ip_payload_and_data,
-    one_size,
-    rate_bps,
-    serve,
-)
+from testbed.measure.kinds import base
 
 
 def flows(p: Mapping[str, Any]) -> list[tuple[int, float]]:
@@ -40,29 +23,29 @@ def flows(p: Mapping[str, Any]) -> list[tuple[int, float]]:
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
-    one_size(out, given)
-    fits(out, [v for v, _ in flows(out)], "udp")
+    base.one_size(out, given)
+    base.fits(out, [v for v, _ in flows(out)], "udp")
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
-    rate = rate_bps(p.get("rate"))
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+    rate = base.rate_bps(p.get("rate"))
     duration = float(p["duration"])
     results = {}
     with ExitStack() as stack:
         servers = [
-            (ip_v, share, stack.enter_context(serve(
+            (ip_v, share, stack.enter_context(base.serve(
                 tb, ctx, p["server"], lambda port, _out: iperf.server_argv(port),
                 proto="tcp", what="iperf3 server", name="iperf3-server")))
             for ip_v, share in flows(p)
         ]
-        cpu = stack.enter_context(cpu_window(tb, p, KIND))
+        cpu = stack.enter_context(base.cpu_window(tb, p, KIND))
         clients = []
         for ip_v, share, srv in servers:
             length = None
             if p.get("length") is not None:
                 length = int(p["length"])
             elif p.get("ip_payload") is not None or p.get("frame_size") is not None:
-                length = ip_payload_and_data(p, ip_v)[1]
+                length = base.ip_payload_and_data(p, ip_v)[1]
             argv = iperf.client_argv(
                 tb.address(p["server"], ip_v), port=srv.port, protocol=p["protocol"],
                 duration_s=duration, length=length,
@@ -88,39 +71,33 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
             metrics[f"v{ip_v}_lost_percent"] = 100.0 * lost / pk if pk else 0.0
         else:
             metrics[f"v{ip_v}_retransmits"] = float(sum(f.retransmits or 0 for f in r.flows))
-    metrics.update(cpu_metrics(cpu))
-    return Measured(
+    metrics.update(base.cpu_metrics(cpu))
+    return base.Measured(
         metrics, {"flows": {f"v{k}": v.to_dict() for k, v in results.items()}, "cpu": cpu or None}
     )
 
 
-KIND = Kind(
-    name="iperf3",
-    doc="iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
-    tool="`iperf3 -J`",
-    params=(
-        *ENDPOINTS,
-        Param("protocol", "str", "tcp", "transport", choices=iperf.PROTOCOLS),
-        Param("duration", "number", 5, "seconds of traffic", max=3600.0),
-        Param("length", "size", None, "iperf3 -l: bytes per write (TCP) or datagram (UDP)"),
-        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
-        Param("frame_size", "size", None, "Ethernet frame bytes (header + FCS included)"),
-        Param("rate", "rate", None, "offered rate (shared by ratio's flows); unset: unlimited"),
-        Param("direction", "str", "forward", "who sends", choices=iperf.DIRECTIONS),
-        Param("streams", "int", 1, "parallel streams (iperf3 -P)", max=128),
-        Param("ratio", "ratio", None, '"IPv4/IPv6" shares of concurrent flows, e.g. "90/10"'),
-        Param("nodelay", "bool", False, "TCP_NODELAY (iperf3 -N)"),
-        *CPU,
-    ),
-    metrics=(
-        Metric("receiver_bps", "bit/s", "received rate of all flows together"),
-        Metric("v{ip}_receiver_bps", "bit/s", "received rate of the IPv4 (v4) or IPv6 (v6) flow"),
-        Metric("v{ip}_sender_bps", "bit/s", "sent rate of the v4 or v6 flow"),
-        Metric("v{ip}_lost_percent", "%", "UDP datagrams lost, v4 or v6 flow"),
-        Metric("v{ip}_retransmits", "count", "TCP retransmissions, v4 or v6 flow"),
-        *CPU_METRICS,
-    ),
-    runner=run,
-    check=check,
-    programs=("iperf3",),
-)
+PARAMS = base.param_table("""
+protocol | str | "tcp" | tcp, udp | transport
+duration | number | 5 | max 3600 | seconds of traffic
+length | size |  |  | iperf3 -l: bytes per write (TCP) or datagram (UDP)
+ip_payload | size |  |  | IP payload bytes (UDP header + data)
+frame_size | size |  |  | Ethernet frame bytes (header + FCS included)
+rate | rate |  |  | offered rate (shared by ratio's flows); unset: unlimited
+direction | str | "forward" | forward, reverse, bidir | who sends
+streams | int | 1 | max 128 | parallel streams (iperf3 -P)
+ratio | ratio |  |  | "IPv4/IPv6" shares of concurrent flows, e.g. "90/10"
+nodelay | bool | false |  | TCP_NODELAY (iperf3 -N)
+""")
+
+METRICS = base.metric_table("""
+receiver_bps | bit/s | received rate of all flows together
+v{ip}_receiver_bps | bit/s | received rate of the IPv4 (v4) or IPv6 (v6) flow
+v{ip}_sender_bps | bit/s | sent rate of the v4 or v6 flow
+v{ip}_lost_percent | % | UDP datagrams lost, v4 or v6 flow
+v{ip}_retransmits | count | TCP retransmissions, v4 or v6 flow
+""")
+
+KIND = base.Kind("iperf3", "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
+                 "`iperf3 -J`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check, programs=("iperf3",))

@@ -6,49 +6,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed.measure import udpprobe
-from testbed.measure.kinds.base import (
-    CPU,
-    CPU_METRICS,
-    ENDPOINTS,
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    TestbedLike,
-    cpu_metrics,
-    cpu_window,
-    fits,
-    ip_payload_and_data,
-    listen_address,
-    one_size,
-    rate_bps,
-    run_client,
-    serve,
-)
+from testbed.measure.kinds import base
 
 IPD = ("mean_us", "median_us", "min_us", "max_us", "p99_us", "stdev_us")
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
-    one_size(out, given)
-    fits(out, [int(out["ip"])], "udp")
+    base.one_size(out, given)
+    base.fits(out, [int(out["ip"])], "udp")
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
-    n, data = ip_payload_and_data(p, ip_v)
-    rate = rate_bps(p.get("rate")) or 10e6
+    n, data = base.ip_payload_and_data(p, ip_v)
+    rate = base.rate_bps(p.get("rate")) or 10e6
     pps = rate / (8.0 * n)
     duration = float(p["duration"])
-    listen = listen_address(tb, p["server"], ip_v)
-    with serve(tb, ctx, p["server"],
+    listen = base.listen_address(tb, p["server"], ip_v)
+    with base.serve(tb, ctx, p["server"],
                lambda port, out: udpprobe.recv_argv(
                    ctx.python, host=listen, port=port, out=str(out), idle_s=0.5,
                    max_wait_s=duration + 10, timestamps=True),
                proto="udp", what="udp receiver", name="udpprobe-recv", output=True) as rx:
-        with cpu_window(tb, p, KIND) as cpu:
-            sent = run_client(
+        with base.cpu_window(tb, p, KIND) as cpu:
+            sent = base.run_client(
                 tb, p["client"],
                 udpprobe.send_argv(ctx.python, host=tb.address(p["server"], ip_v),
                                    port=rx.port, size=data, pps=pps, duration_s=duration),
@@ -65,37 +46,32 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     }
     if ipd.get("n"):
         metrics.update({f"ipd_{k}": float(ipd[k]) for k in IPD})
-    metrics.update(cpu_metrics(cpu))
-    return Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None})
+    metrics.update(base.cpu_metrics(cpu))
+    return base.Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None})
 
 
-KIND = Kind(
-    name="receiver",
-    doc="receiver-side packets/s and inter-packet delay",
-    tool="`udpprobe` with arrival times",
-    params=(
-        *ENDPOINTS,
-        Param("frame_size", "size", 1518, "Ethernet frame bytes (header + FCS included)"),
-        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
-        Param("size", "size", None, "UDP data bytes"),
-        Param("rate", "rate", "10mbit", "offered rate of IP payload"),
-        Param("duration", "number", 2, "seconds of traffic", max=3600.0),
-        *CPU,
-    ),
-    metrics=(
-        Metric("pps", "pkt/s", "datagrams received per second"),
-        Metric("received", "count", "datagrams received"),
-        Metric("lost", "count", "datagrams sent but not received"),
-        Metric("offered_pps", "pkt/s", "datagrams per second asked of the sender"),
-        Metric("sender_pps", "pkt/s", "datagrams per second the sender achieved"),
-        Metric("ipd_mean_us", "us", "mean inter-packet delay at the receiver"),
-        Metric("ipd_median_us", "us", "median inter-packet delay"),
-        Metric("ipd_min_us", "us", "smallest inter-packet delay"),
-        Metric("ipd_max_us", "us", "largest inter-packet delay"),
-        Metric("ipd_p99_us", "us", "99th percentile inter-packet delay"),
-        Metric("ipd_stdev_us", "us", "standard deviation of the inter-packet delay"),
-        *CPU_METRICS,
-    ),
-    runner=run,
-    check=check,
-)
+PARAMS = base.param_table("""
+frame_size | size | 1518 |  | Ethernet frame bytes (header + FCS included)
+ip_payload | size |  |  | IP payload bytes (UDP header + data)
+size | size |  |  | UDP data bytes
+rate | rate | "10mbit" |  | offered rate of IP payload
+duration | number | 2 | max 3600 | seconds of traffic
+""")
+
+METRICS = base.metric_table("""
+pps | pkt/s | datagrams received per second
+received | count | datagrams received
+lost | count | datagrams sent but not received
+offered_pps | pkt/s | datagrams per second asked of the sender
+sender_pps | pkt/s | datagrams per second the sender achieved
+ipd_mean_us | us | mean inter-packet delay at the receiver
+ipd_median_us | us | median inter-packet delay
+ipd_min_us | us | smallest inter-packet delay
+ipd_max_us | us | largest inter-packet delay
+ipd_p99_us | us | 99th percentile inter-packet delay
+ipd_stdev_us | us | standard deviation of the inter-packet delay
+""")
+
+KIND = base.Kind("receiver", "receiver-side packets/s and inter-packet delay",
+                 "`udpprobe` with arrival times", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check)

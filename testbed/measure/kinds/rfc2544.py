@@ -7,28 +7,7 @@ from typing import Any
 
 from testbed.measure import rfc2544 as search
 from testbed.measure import udpprobe
-from testbed.measure.kinds.base import (
-    CPU,
-    CPU_METRICS,
-    ENDPOINTS,
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-    bottleneck_bps,
-    cpu_metrics,
-    cpu_window,
-    fits,
-    ip_payload_and_data,
-    listen_address,
-    one_size,
-    rate_bps,
-    run_client,
-    serve,
-)
+from testbed.measure.kinds import base
 
 
 def max_late_s(p: Mapping[str, Any]) -> float:
@@ -38,9 +17,9 @@ def max_late_s(p: Mapping[str, Any]) -> float:
 
 
 def udp_trial(
-    tb: TestbedLike,
+    tb: base.TestbedLike,
     p: Mapping[str, Any],
-    ctx: Context,
+    ctx: base.Context,
     ip_v: int,
     n: int,
     data: int,
@@ -49,7 +28,7 @@ def udp_trial(
     """A trial function for the search: offer `rate` bit/s of IP payload (n bytes a datagram)."""
     duration = float(p["duration"])
     dst = tb.address(p["server"], ip_v)
-    listen = listen_address(tb, p["server"], ip_v)
+    listen = base.listen_address(tb, p["server"], ip_v)
     late_s = max_late_s(p)
 
     def trial(rate: float) -> search.TrialOutcome:
@@ -69,14 +48,14 @@ def udp_trial(
 
     def once(rate: float) -> search.TrialOutcome:
         pps = rate / (8.0 * n)
-        with serve(
+        with base.serve(
             tb, ctx, p["server"],
             lambda port, out: udpprobe.recv_argv(
                 ctx.python, host=listen, port=port, out=str(out), idle_s=float(p["drain_s"]),
                 max_wait_s=duration + 10),
             proto="udp", what="udp receiver", name="udpprobe-recv", output=True,
         ) as rx:
-            sent = run_client(
+            sent = base.run_client(
                 tb, p["client"],
                 udpprobe.send_argv(ctx.python, host=dst, port=rx.port, size=data, pps=pps,
                                    duration_s=duration),
@@ -104,18 +83,18 @@ def udp_trial(
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
-    one_size(out, given)
-    fits(out, [int(out["ip"])], "udp")
-    if ip_payload_and_data(out, int(out["ip"]))[1] < 1:
-        raise ParamProblem("frame_size", "leaves no byte of UDP data",
+    base.one_size(out, given)
+    base.fits(out, [int(out["ip"])], "udp")
+    if base.ip_payload_and_data(out, int(out["ip"]))[1] < 1:
+        raise base.ParamProblem("frame_size", "leaves no byte of UDP data",
                            "a frame or payload that carries at least one byte of UDP data")
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
-    n, data = ip_payload_and_data(p, ip_v)
-    link = bottleneck_bps(tb)
-    given_max = rate_bps(p.get("max_rate"), "measurement", "max_rate")
+    n, data = base.ip_payload_and_data(p, ip_v)
+    link = base.bottleneck_bps(tb)
+    given_max = base.rate_bps(p.get("max_rate"), "measurement", "max_rate")
     # RFC 2544 section 26.3: the frame loss test starts at the maximum rate of the medium (the
     # model's line rate at the bottleneck link), not at the zero-loss throughput
     if given_max is not None:
@@ -136,7 +115,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         "rate_unit": "bit/s of IP payload (UDP header + data)",
         "line_rate_bps": line_rate,
     }
-    with cpu_window(tb, p, KIND) as cpu:
+    with base.cpu_window(tb, p, KIND) as cpu:
         if p["test"] in ("throughput", "both"):
             res = search.throughput_search(trial, max_rate=max_rate,
                                            resolution=float(p["resolution"]) * max_rate,
@@ -156,46 +135,38 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
             metrics["frame_loss_steps"] = float(len(pts))
             metrics["frame_loss_start_generator_short"] = 1.0 if pts[0].generator_short else 0.0
     result["cpu"] = cpu or None
-    metrics.update(cpu_metrics(cpu))
-    return Measured(metrics, result)
+    metrics.update(base.cpu_metrics(cpu))
+    return base.Measured(metrics, result)
 
 
-KIND = Kind(
-    name="rfc2544",
-    doc="RFC 2544/5180 zero-loss throughput search and frame loss rate",
-    tool="built-in paced UDP sender + receiver (`testbed.measure.udpprobe`)",
-    params=(
-        *ENDPOINTS,
-        Param("frame_size", "size", None, "Ethernet frame bytes (header + FCS included)"),
-        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
-        Param("size", "size", None, "UDP data bytes (default 18)"),
-        Param("duration", "number", 2, "seconds of each trial", max=3600.0),
-        Param("resolution", "number", 0.002, "search resolution, a fraction of max_rate",
-              max=1.0),
-        Param("max_rate", "rate", None, "top of the search; unset: 1.02 x the model's rate at "
-              "the bottleneck link (1 Gbit/s unshaped)"),
-        Param("test", "str", "throughput", "which RFC 2544 tests",
-              choices=("throughput", "frame_loss", "both")),
-        Param("drain_s", "number", 0.5, "receiver's idle time that ends a trial", max=60.0),
-        Param("max_late_ms", "number", None, "how late the last datagram may arrive; unset: "
-              "2 ms per second of trial + 3 ms", max=60_000.0),
-        *CPU,
-    ),
-    metrics=(
-        Metric("ip_payload", "B", "IP payload of each datagram (UDP header + data)"),
-        Metric("udp_data", "B", "UDP data of each datagram"),
-        Metric("throughput_bps", "bit/s", "zero-loss throughput, IP payload bits"),
-        Metric("throughput_udp_data_bps", "bit/s", "zero-loss throughput, UDP data bits"),
-        Metric("throughput_pps", "pkt/s", "zero-loss throughput, datagrams"),
-        Metric("generator_limited", "flag", "1: the sender, not the device, capped the search"),
-        Metric("search_trials", "count", "trials the search ran"),
-        Metric("frame_loss_pct_at_start", "%", "frame loss at the line rate (section 26.3)"),
-        Metric("frame_loss_pct_max", "%", "largest frame loss of the steps"),
-        Metric("frame_loss_steps", "count", "frame loss steps run"),
-        Metric("frame_loss_start_generator_short", "flag",
-               "1: the sender could not offer the line rate"),
-        *CPU_METRICS,
-    ),
-    runner=run,
-    check=check,
-)
+PARAMS = base.param_table("""
+frame_size | size |  |  | Ethernet frame bytes (header + FCS included)
+ip_payload | size |  |  | IP payload bytes (UDP header + data)
+size | size |  |  | UDP data bytes (default 18)
+duration | number | 2 | max 3600 | seconds of each trial
+resolution | number | 0.002 | max 1 | search resolution, a fraction of max_rate
+max_rate | rate |  |  | top of the search; unset: 1.02 x the model's rate at the bottleneck link \
+(1 Gbit/s unshaped)
+test | str | "throughput" | throughput, frame_loss, both | which RFC 2544 tests
+drain_s | number | 0.5 | max 60 | receiver's idle time that ends a trial
+max_late_ms | number |  | max 60000 | how late the last datagram may arrive; unset: 2 ms per \
+second of trial + 3 ms
+""")
+
+METRICS = base.metric_table("""
+ip_payload | B | IP payload of each datagram (UDP header + data)
+udp_data | B | UDP data of each datagram
+throughput_bps | bit/s | zero-loss throughput, IP payload bits
+throughput_udp_data_bps | bit/s | zero-loss throughput, UDP data bits
+throughput_pps | pkt/s | zero-loss throughput, datagrams
+generator_limited | flag | 1: the sender, not the device, capped the search
+search_trials | count | trials the search ran
+frame_loss_pct_at_start | % | frame loss at the line rate (section 26.3)
+frame_loss_pct_max | % | largest frame loss of the steps
+frame_loss_steps | count | frame loss steps run
+frame_loss_start_generator_short | flag | 1: the sender could not offer the line rate
+""")
+
+KIND = base.Kind("rfc2544", "RFC 2544/5180 zero-loss throughput search and frame loss rate",
+                 "built-in paced UDP sender + receiver (`testbed.measure.udpprobe`)",
+                 (*base.ENDPOINTS, *PARAMS, *base.CPU), (*METRICS, *base.CPU_METRICS), run, check)

@@ -6,27 +6,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed.measure import stackcost
-from testbed.measure.kinds.base import (
-    ENDPOINTS,
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    TestbedLike,
-    listen_address,
-    run_client,
-    serve,
-)
+from testbed.measure.kinds import base
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
-    listen = listen_address(tb, p["server"], ip_v)
-    with serve(tb, ctx, p["server"],
+    listen = base.listen_address(tb, p["server"], ip_v)
+    with base.serve(tb, ctx, p["server"],
                lambda port, _out: stackcost.argv(ctx.python, "server", host=listen, port=port),
                proto="tcp", what="stack-cost server", name="stackcost-server") as srv:
-        doc = run_client(
+        doc = base.run_client(
             tb, p["client"],
             stackcost.argv(ctx.python, "client", host=tb.address(p["server"], ip_v),
                            port=srv.port, count=int(p["count"])),
@@ -38,23 +27,20 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         "connection_cycle_us": doc["connection_cycle"]["median_us"],
         "connections_per_s": doc["connections_per_s"],
     }
-    return Measured(metrics, doc)
+    return base.Measured(metrics, doc)
 
 
-KIND = Kind(
-    name="stackcost",
-    doc="socket creation, TCP connect, connections per second",
-    tool="`python -m testbed.measure.stackcost`",
-    params=(
-        *ENDPOINTS,
-        Param("count", "int", 500, "repetitions of each operation", max=10_000_000),
-    ),
-    metrics=(
-        Metric("tcp_socket_create_us", "us", "median time to create a TCP socket"),
-        Metric("udp_socket_create_us", "us", "median time to create a UDP socket"),
-        Metric("tcp_connect_us", "us", "median TCP connect (handshake) time"),
-        Metric("connection_cycle_us", "us", "median socket + connect + close"),
-        Metric("connections_per_s", "conn/s", "TCP connections opened and closed per second"),
-    ),
-    runner=run,
-)
+PARAMS = base.param_table("""
+count | int | 500 | max 10000000 | repetitions of each operation
+""")
+
+METRICS = base.metric_table("""
+tcp_socket_create_us | us | median time to create a TCP socket
+udp_socket_create_us | us | median time to create a UDP socket
+tcp_connect_us | us | median TCP connect (handshake) time
+connection_cycle_us | us | median socket + connect + close
+connections_per_s | conn/s | TCP connections opened and closed per second
+""")
+
+KIND = base.Kind("stackcost", "socket creation, TCP connect, connections per second",
+                 "`python -m testbed.measure.stackcost`", (*base.ENDPOINTS, *PARAMS), METRICS, run)
