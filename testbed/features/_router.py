@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from testbed import waiting
 from testbed.addressing import AddressPlan, Interface
@@ -351,7 +351,10 @@ class RouterFeature(Feature):
     """A feature with a functional check: traffic through it proves it works, per IP version.
 
     `check(tb, ip, others)` gets the run's other configured features (a DHCP client finds
-    its server among them)."""
+    its server among them); `check_topology` names the topology file (topologies/) that
+    builds the feature for the featurecheck measurement kind."""
+
+    check_topology: ClassVar[str] = ""
 
     def where(self, opts: Options) -> Where:
         return Where(opts.file, f"features[{opts.index}]")

@@ -70,6 +70,7 @@ class DhcpRelay(r.RouterFeature):
     """dnsmasq relaying one link's DHCPv4 and DHCPv6 to a server elsewhere."""
 
     kind = KIND
+    check_topology = "router-dhcp-relay"
     summary = "dnsmasq DHCP relay (DHCPv4 and DHCPv6) on a router, to a server elsewhere"
     node_role = "router"
     options = (

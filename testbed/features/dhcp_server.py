@@ -192,6 +192,7 @@ class DhcpServer(r.RouterFeature):
     """dnsmasq serving one link's DHCPv4/DHCPv6/RAs, on it or behind a relay."""
 
     kind = KIND
+    check_topology = "router-dhcp"
     summary = "dnsmasq DHCP server: DHCPv4, stateful DHCPv6, RA/SLAAC; direct or behind a relay"
     options = (
         Option("link", 'the served link as ["ROUTER", "HOST"] (the server may sit elsewhere)'),

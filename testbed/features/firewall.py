@@ -148,6 +148,7 @@ class Firewall(r.RouterFeature):
     """A stateful default-drop forward policy with an allow-list per IP version."""
 
     kind = KIND
+    check_topology = "router-firewall"
     summary = (
         "stateful nftables inet forward policy on a router: default drop, allow-list per version"
     )

@@ -206,6 +206,7 @@ class Ipsec(r.RouterFeature):
     """An ESP tunnel between two routers for the subnets behind them."""
 
     kind = KIND
+    check_topology = "router-ipsec"
     summary = "ESP tunnel (kernel xfrm, static AES-GCM keys) between two routers' subnets"
     node_role = "router"
     options = (

@@ -190,6 +190,7 @@ class Nat(r.RouterFeature):
     """Source NAT (masquerade) and port forwards on a router, both IP versions."""
 
     kind = KIND
+    check_topology = "router-nat"
     summary = "source NAT (masquerade) and port forwards on a router, nftables inet, IPv4+IPv6"
     node_role = "router"
     options = (

@@ -142,6 +142,7 @@ class Nptv6(r.RouterFeature):
     """IPv6 prefix translation on a router, and the outside's route to the prefix."""
 
     kind = KIND
+    check_topology = "router-nptv6"
     summary = "IPv6 network prefix translation (inside prefix <-> prefix, host part kept), nftables"
     node_role = "router"
     options = (

@@ -293,6 +293,7 @@ class Qos(r.RouterFeature):
     """HTB classes on a router's egress with guaranteed rates."""
 
     kind = KIND
+    check_topology = "router-qos"
     summary = "HTB classes on a router's egress, classified by nftables (guaranteed shares)"
     node_role = "router"
     options = (
@@ -327,6 +328,7 @@ class QosHfsc(Qos):
     """HFSC classes on a router's egress with guaranteed rates (sch_hfsc)."""
 
     kind = "qos-hfsc"
+    check_topology = "router-qos-hfsc"
     summary = "HFSC classes on a router's egress, classified by nftables (guaranteed shares)"
     kernel = ("hfsc", "nftables")
     guest_modules = ("sch_hfsc", "nf_tables")

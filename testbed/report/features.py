@@ -70,15 +70,31 @@ def _evidence_line(check: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+IPV6_ONLY = {"nptv6": "NPTv6 translates IPv6 prefixes only", "slaac": "SLAAC is IPv6 only"}
+
+
+def _status(checks: Sequence[dict[str, Any]]) -> str:
+    applied = [c for c in checks if c.get("status") != "not supported"]
+    if not applied:
+        return "not supported"
+    return "works" if all(c.get("status") == "works" for c in applied) else "fails"
+
+
 def feature_matrix(trials: Sequence[results.TrialRow]) -> list[FeatureRow]:
-    """Rows in the paper's order; a cell per IP version from the featurecheck trials."""
-    got: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    """Rows in the paper's order; a cell per IP version from the featurecheck trials. A
+    trial's checks are grouped by the name each result carries (a DHCP server's trial holds
+    its SLAAC link's results as "slaac")."""
+    got: dict[tuple[str, int], list[list[dict[str, Any]]]] = {}
     for t in trials:
         if t.kind != "featurecheck" or t.status != "ok" or not isinstance(t.result, dict):
             continue
-        got.setdefault((str(t.result.get("feature")), int(t.result.get("ip", 0))), []).append(
-            t.result
-        )
+        ip = int(t.result.get("ip", 0))
+        by_name: dict[str, list[dict[str, Any]]] = {}
+        for c in t.result.get("checks") or []:
+            if isinstance(c, dict):
+                by_name.setdefault(str(c.get("feature")), []).append(c)
+        for name, checks in by_name.items():
+            got.setdefault((name, ip), []).append(checks)
     if not got:
         return []
     rows = []
@@ -86,20 +102,24 @@ def feature_matrix(trials: Sequence[results.TrialRow]) -> list[FeatureRow]:
         label, vyos, pf = PAPER_FEATURES.get(check, (check, "-", "-"))
         row = FeatureRow(check, label, vyos, pf)
         for ip in (4, 6):
-            docs = got.get((check, ip), [])
-            if not docs:
-                row.cells[ip] = Cell("not measured")
+            per_trial = got.get((check, ip), [])
+            if not per_trial:
+                if ip == 4 and check in IPV6_ONLY and (check, 6) in got:
+                    row.cells[ip] = Cell("not supported", 0, IPV6_ONLY[check])
+                else:
+                    row.cells[ip] = Cell("not measured")
                 continue
-            statuses = [str(d.get("status")) for d in docs]
+            statuses = [_status(c) for c in per_trial]
             works = statuses.count("works")
             if len(set(statuses)) == 1:
                 status = statuses[0]
             else:
                 status = f"mixed ({works} of {len(statuses)} work)"
-            first = next((d for d in docs if d.get("status") != "works"), docs[0])
-            checks = first.get("checks") or []
-            line = "; ".join(_evidence_line(c) for c in checks if isinstance(c, dict))
-            row.cells[ip] = Cell(status, len(docs), line, json.dumps(checks, sort_keys=True)[:4000])
+            first = next((c for c, st in zip(per_trial, statuses, strict=True) if st != "works"),
+                         per_trial[0])  # fmt: skip
+            line = "; ".join(_evidence_line(c) for c in first)
+            row.cells[ip] = Cell(status, len(per_trial), line,
+                                 json.dumps(first, sort_keys=True)[:4000])  # fmt: skip
         rows.append(row)
     return rows
 

@@ -196,7 +196,8 @@ def test_featurecheck_outcome() -> None:
     assert featurecheck.outcome([w, n]) == "works"
     assert featurecheck.outcome([w, f]) == "fails"
     assert featurecheck.outcome([n, n]) == "not supported"
-    assert set(featurecheck.CHECKS) == set(report.PAPER_FEATURES)
+    assert set(featurecheck.checkable()) | {"slaac"} == set(report.PAPER_FEATURES)
+    assert featurecheck.checkable()["qos-hfsc"] == "router-qos-hfsc"
 
 
 def _trial(kind: str, point: dict[str, Any], metrics: dict[str, float],
@@ -221,10 +222,11 @@ def test_feature_matrix_and_profile_table() -> None:
                {"feature": "nat", "ip": 4, "status": "works", "checks": [ok]}),
         _trial("featurecheck", {"feature": "nat", "ip": 6}, {"works": 0.0},
                {"feature": "nat", "ip": 6, "status": "fails",
-                "checks": [{"status": "fails", "reason": "no replies"}]}),
+                "checks": [{"feature": "nat", "status": "fails", "reason": "no replies"}]}),
         _trial("featurecheck", {"feature": "ipsec", "ip": 4}, {"works": 0.0},
                {"feature": "ipsec", "ip": 4, "status": "not supported",
-                "checks": [{"status": "not supported", "reason": "this kernel lacks 'esp'"}]}),
+                "checks": [{"feature": "ipsec", "status": "not supported",
+                           "reason": "this kernel lacks 'esp'"}]}),
         _trial("routerprofile", {"profile": "plain", "ip": 4}, {"throughput_bps": 8e9,
                "owd_ms": 0.03, "cpu_machine_softirq_pct": 10, "cpu_machine_system_pct": 20}, {}),
         _trial("routerprofile", {"profile": "nat", "ip": 4}, {"throughput_bps": 6e9,
@@ -271,3 +273,21 @@ def test_claims_go6_to_go10_from_feature_checks() -> None:
     assert (
         go10.status == "not measurable here" and "IPv4 nat/plain throughput 0.75" in go10.evidence
     )
+
+
+def test_feature_matrix_splits_a_dhcp_trial_into_dhcp_and_slaac_rows() -> None:
+    checks = [{"feature": "dhcp-server", "status": "works", "evidence": {}},
+              {"feature": "slaac", "status": "works", "evidence": {}}]  # fmt: skip
+    v4 = [{"feature": "dhcp-server", "status": "works", "evidence": {}},
+          {"feature": "dhcp-server", "status": "not supported", "reason": "asks no IPv4"}]  # fmt: skip
+    trials = [
+        _trial("featurecheck", {"feature": "dhcp-server", "ip": 6}, {},
+               {"feature": "dhcp-server", "ip": 6, "status": "works", "checks": checks}),
+        _trial("featurecheck", {"feature": "dhcp-server", "ip": 4}, {},
+               {"feature": "dhcp-server", "ip": 4, "status": "works", "checks": v4}),
+    ]  # fmt: skip
+    rows = {r.check: r for r in report.feature_matrix(trials)}
+    assert rows["dhcp-server"].cells[4].status == "works"
+    assert rows["dhcp-server"].cells[6].status == "works"
+    assert rows["slaac"].cells[6].status == "works"
+    assert rows["slaac"].cells[4].status == "not supported"

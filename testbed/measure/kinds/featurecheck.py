@@ -3,34 +3,33 @@ on one IP version, on its own topology built for the trial: works / fails / not 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testbed.errors import MissingCapability
 from testbed.measure.kinds._nested import built
-from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
+from testbed.measure.kinds.base import (
+    Context,
+    Kind,
+    Measured,
+    Metric,
+    Param,
+    ParamProblem,
+    TestbedLike,
+)
 
-# check name -> (the topology that builds it, the feature kind whose check runs, the result
-# name kept: a dhcp-server's results for its SLAAC link are "slaac"), and its IP versions
-CHECKS: dict[str, tuple[str, str, str]] = {
-    "nat": ("router-nat", "nat", "nat"),
-    "nptv6": ("router-nptv6", "nptv6", "nptv6"),
-    "firewall": ("router-firewall", "firewall", "firewall"),
-    "dhcp-server": ("router-dhcp", "dhcp-server", "dhcp-server"),
-    "dhcp-relay": ("router-dhcp-relay", "dhcp-relay", "dhcp-relay"),
-    "slaac": ("router-dhcp", "dhcp-server", "slaac"),
-    "qos": ("router-qos", "qos", "qos"),
-    "qos-hfsc": ("router-qos-hfsc", "qos-hfsc", "qos-hfsc"),
-    "ipsec": ("router-ipsec", "ipsec", "ipsec"),
-}
-IPV6_ONLY = {
-    "nptv6": "NPTv6 translates IPv6 prefixes only (IPv4 uses NAT)",
-    "slaac": "SLAAC (router advertisements) configures IPv6 only",
-}
 STATUS = {"works": 1.0, "fails": 0.0, "not supported": -1.0}
 
 
-def outcome(results: list[dict[str, Any]]) -> str:
+def checkable() -> dict[str, str]:
+    """Feature kind -> the topology its check builds: the features that declare one."""
+    from testbed import features
+
+    found = {kind: getattr(cls, "check_topology", "") for kind, cls in features.registry().items()}
+    return {kind: str(top) for kind, top in sorted(found.items()) if top}
+
+
+def outcome(results: Sequence[Mapping[str, Any]]) -> str:
     """One status of several results: not supported if none applies, else works if all do."""
     applied = [r for r in results if r["status"] != "not supported"]
     if not applied:
@@ -38,54 +37,51 @@ def outcome(results: list[dict[str, Any]]) -> str:
     return "works" if all(r["status"] == "works" for r in applied) else "fails"
 
 
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    have = checkable()
+    if out["feature"] not in have:
+        raise ParamProblem("feature", f"no check for {out['feature']!r}", ", ".join(have))
+
+
 def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     del tb, ctx  # the check builds its own topology
-    from testbed.features import _router
-
-    name = str(p["feature"])
-    topology, kind, keep = CHECKS[name]
-    topology = str(p.get("topology") or topology)
+    kind = str(p["feature"])
+    topology = str(p.get("topology") or checkable()[kind])
     ip = int(p["ip"])
-    if ip == 4 and name in IPV6_ONLY:
-        status = "not supported"
-        doc = {"feature": name, "ip": ip, "status": status, "evidence": {},
-               "reason": IPV6_ONLY[name]}  # fmt: skip
-        return Measured({"status": STATUS[status], "works": 0.0},
-                        {"feature": name, "ip": ip, "topology": topology, "status": status,
-                         "checks": [doc]})  # fmt: skip
+    results: list[dict[str, Any]] = []
     try:
         with built(topology) as ftb:
-            results = [
-                r.to_dict()
-                for r in _router.run_checks(ftb, ftb.plan.features, kind, (ip,))
-                if r.feature == keep
-            ]
+            found = [f for f in ftb.plan.features if f.kind == kind]
+            for f in found:
+                res = f.check(ftb, ip, ftb.plan.features).to_dict()  # a RouterFeature's
+                res["evidence"].setdefault("node", f.node)
+                results.append(res)
     except MissingCapability as exc:
-        results = [{"feature": name, "ip": ip, "status": "not supported", "evidence": {},
+        results = [{"feature": kind, "ip": ip, "status": "not supported", "evidence": {},
                     "reason": str(exc).splitlines()[0]}]  # fmt: skip
     if not results:
-        why = f"{topology} has no {kind} feature whose check gives {keep}"
-        results = [{"feature": name, "ip": ip, "status": "not supported", "evidence": {},
-                    "reason": why}]  # fmt: skip
+        results = [{"feature": kind, "ip": ip, "status": "not supported", "evidence": {},
+                    "reason": f"{topology} has no {kind} feature"}]  # fmt: skip
     status = outcome(results)
     return Measured(
         {"status": STATUS[status], "works": 1.0 if status == "works" else 0.0},
-        {"feature": name, "ip": ip, "topology": topology, "status": status, "checks": results},
+        {"feature": kind, "ip": ip, "topology": topology, "status": status, "checks": results},
     )
 
 
 KIND = Kind(
     name="featurecheck",
-    doc="a router feature's functional check (traffic + counters/captures), one IP version",
-    tool="nft counters, ping, iperf3, tc, dnsmasq leases, xfrm",
+    doc="a router feature's functional check (traffic + counters), one IP version",
+    tool="nft counters, ping, iperf3, tc, dnsmasq leases, xfrm (the feature's own check)",
     params=(
-        Param("feature", "str", "nat", "the check", choices=tuple(CHECKS)),
+        Param("feature", "str", "nat", "the feature kind checked (one with a check topology)"),
         Param("ip", "ip", 4, "IP version checked", choices=(4, 6)),
-        Param("topology", "str", None, "the topology it builds (default: the check's own)"),
+        Param("topology", "str", None, "the topology it builds (default: the feature's own)"),
     ),
     metrics=(
         Metric("status", "flag", "1 works, 0 fails, -1 not supported (here or for the version)"),
         Metric("works", "flag", "1 when the feature worked on this IP version"),
     ),
     runner=run,
+    check=check,
 )

@@ -15,18 +15,31 @@ from testbed.measure.kinds.base import (
     Measured,
     Metric,
     Param,
+    ParamProblem,
     TestbedLike,
 )
 
-# profile -> the router-profile topology's parameters that switch its features on
-PROFILES: dict[str, dict[str, str]] = {
-    "plain": {},
-    "conntrack": {"conntrack": "true"},
-    "firewall": {"firewall": "true"},
-    "nat": {"nat": "true"},
-    "vpn": {"vpn": "true"},
-}
+PLAIN = "plain"  # every profile parameter of the topology left false
 PORT = 5201  # the firewall profile lets tcp/5201 through
+
+
+def profiles(topology: str) -> list[str]:
+    """ "plain" and the topology's boolean parameters (each switches one profile's features
+    on: topologies/router-profile.toml has conntrack, firewall, nat and vpn)."""
+    from testbed.experiment import find_topology
+    from testbed.topology import read_toml
+
+    path = find_topology(topology)
+    raw = read_toml(path, "topology", "a path such as topologies/router-profile.toml")
+    params = raw.get("params", {})
+    return [PLAIN, *(k for k, v in params.items() if isinstance(v, bool))]
+
+
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    have = profiles(str(out["topology"]))
+    if out["profile"] not in have:
+        raise ParamProblem("profile", f"{out['topology']} has no profile {out['profile']!r}",
+                           ", ".join(have))  # fmt: skip
 
 
 def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
@@ -35,7 +48,9 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
 
     ip = int(p["ip"])
     here = "routerprofile"
-    with built(str(p["topology"]), PROFILES[str(p["profile"])]) as ptb:
+    profile = str(p["profile"])
+    switch = {} if profile == PLAIN else {profile: "true"}
+    with built(str(p["topology"]), switch) as ptb:
         pctx = Context(python=ctx.python, _ports=itertools.count(PORT))
         flow = kinds.validate_params(
             "iperf3",
@@ -64,7 +79,7 @@ KIND = Kind(
     doc="a router profile's TCP throughput, one-way delay (half the ping round trip) and CPU",
     tool="iperf3, ping; profiles are features of topologies/router-profile.toml",
     params=(
-        Param("profile", "str", "plain", "the router's profile", choices=tuple(PROFILES)),
+        Param("profile", "str", PLAIN, "plain, or a boolean parameter of the topology"),
         Param("ip", "ip", 4, "IP version of the traffic", choices=(4, 6)),
         Param("duration", "number", 5, "seconds of TCP traffic", max=3600.0),
         Param("count", "int", 100, "echo requests for the delay", max=100_000),
@@ -79,4 +94,5 @@ KIND = Kind(
         *CPU_METRICS,
     ),
     runner=run,
+    check=check,
 )
