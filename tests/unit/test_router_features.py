@@ -279,7 +279,7 @@ def test_feature_matrix_splits_a_dhcp_trial_into_dhcp_and_slaac_rows() -> None:
     checks = [{"feature": "dhcp-server", "status": "works", "evidence": {}},
               {"feature": "slaac", "status": "works", "evidence": {}}]  # fmt: skip
     v4 = [{"feature": "dhcp-server", "status": "works", "evidence": {}},
-          {"feature": "dhcp-server", "status": "not supported", "reason": "asks no IPv4"}]  # fmt: skip
+          {"feature": "dhcp-server", "status": "not supported", "reason": "no IPv4"}]  # fmt: skip
     trials = [
         _trial("featurecheck", {"feature": "dhcp-server", "ip": 6}, {},
                {"feature": "dhcp-server", "ip": 6, "status": "works", "checks": checks}),
