@@ -95,10 +95,16 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
     return Options(node, peer, inside, peer_inside, back.name, tuple(tunnels))
 
 
-def _state(src: str, dst: str, spi: int, key: str, reqid: int) -> tuple[list[str], list[str]]:
+def _state(
+    src: str, dst: str, spi: int, key: str, reqid: int, mixed: bool = False
+) -> tuple[list[str], list[str]]:
+    """An SA; `mixed` (inner version != outer) sets `flag af-unspec`, without which the kernel
+    matches the SA only to packets of the outer family."""
     add = ["ip", "xfrm", "state", "add", "src", src, "dst", dst, "proto", "esp",
            "spi", hex(spi), "reqid", str(reqid), "mode", "tunnel",
            "aead", AEAD, key, "128"]  # fmt: skip
+    if mixed:
+        add += ["flag", "af-unspec"]
     delete = [
         "ip",
         "xfrm",
@@ -138,7 +144,7 @@ def commands(o: Options) -> list[tuple[str, list[str], list[str]]]:
                 (t.a, t.b, t.spi_ab, t.key_ab),
                 (t.b, t.a, t.spi_ba, t.key_ba),
             ):
-                out.append((node, *_state(src, dst, spi, key, t.reqid)))
+                out.append((node, *_state(src, dst, spi, key, t.reqid, t.inner != t.outer)))
             out.append((node, *_policy(mine, theirs, "out", here, there, t.reqid)))
             out.append((node, *_policy(theirs, mine, "in", there, here, t.reqid)))
             out.append((node, *_policy(theirs, mine, "fwd", there, here, t.reqid)))
