@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,3 +186,22 @@ def test_dhcp_daemons_gone_after_sigkill_and_clean() -> None:
     assert not set(namespaces) & set(netlink.list_netns())
     assert not state.scratch_dir(name).exists()
     assert state.load(name) is None
+
+
+def test_featurecheck_kind_works_and_says_why_not() -> None:
+    from testbed import capabilities
+    from testbed.measure import kinds
+    from testbed.measure.kinds.base import Context
+
+    def measure(feature: str, ip: int) -> dict[str, Any]:
+        p = kinds.validate_params("featurecheck", {"feature": feature, "ip": ip}, "t", "m")
+        return kinds.measure("featurecheck", None, p, Context()).result  # type: ignore[arg-type]
+
+    nat = measure("nat", 4)
+    assert nat["status"] == "works" and nat["topology"] == "router-nat"
+    assert nat["checks"][0]["evidence"]["snat"]["ping"]["received"] == 3
+    npt = measure("nptv6", 4)
+    assert npt["status"] == "not supported" and "IPv6" in npt["checks"][0]["reason"]
+    if not capabilities.has("esp"):
+        esp = measure("ipsec", 6)
+        assert esp["status"] == "not supported" and "'esp'" in esp["checks"][0]["reason"]
