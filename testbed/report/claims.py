@@ -38,6 +38,7 @@ EXPERIMENTS: dict[str, str] = {
     "transition": "quintero-2016",
     "quintero-2016": "quintero-2016",
     "gometz-2015": "gometz-2015",
+    "gometz-2015-kernel": "gometz-2015",
     "dobrinov-2016": "dobrinov-2016",
     "zeadally-2004": "zeadally-2004",
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,21 +80,26 @@ def _status(checks: Sequence[dict[str, Any]]) -> str:
     return "works" if all(c.get("status") == "works" for c in applied) else "fails"
 
 
-def feature_matrix(trials: Sequence[results.TrialRow]) -> list[FeatureRow]:
+def feature_matrix(
+    trials: Sequence[results.TrialRow], tier_of: Callable[[results.TrialRow], str] | None = None
+) -> list[FeatureRow]:
     """Rows in the paper's order; a cell per IP version from the featurecheck trials. A
     trial's checks are grouped by the name each result carries (a DHCP server's trial holds
-    its SLAAC link's results as "slaac")."""
-    got: dict[tuple[str, int], list[list[dict[str, Any]]]] = {}
+    its SLAAC link's results as "slaac"). Trials where the feature could not be built (not
+    supported on that tier) do not count against trials of another tier where it could; the
+    cell names the tiers (`tier_of`, e.g. host or vm)."""
+    got: dict[tuple[str, int], list[tuple[str, list[dict[str, Any]]]]] = {}
     for t in trials:
         if t.kind != "featurecheck" or t.status != "ok" or not isinstance(t.result, dict):
             continue
         ip = int(t.result.get("ip", 0))
+        tier = tier_of(t) if tier_of is not None else ""
         by_name: dict[str, list[dict[str, Any]]] = {}
         for c in t.result.get("checks") or []:
             if isinstance(c, dict):
                 by_name.setdefault(str(c.get("feature")), []).append(c)
         for name, checks in by_name.items():
-            got.setdefault((name, ip), []).append(checks)
+            got.setdefault((name, ip), []).append((tier, checks))
     if not got:
         return []
     rows = []
@@ -109,19 +114,27 @@ def feature_matrix(trials: Sequence[results.TrialRow]) -> list[FeatureRow]:
                 else:
                     row.cells[ip] = Cell("not measured")
                 continue
-            statuses = [_status(c) for c in per_trial]
-            works = statuses.count("works")
-            if len(set(statuses)) == 1:
-                status = statuses[0]
-            else:
-                status = f"mixed ({works} of {len(statuses)} work)"
-            first = next((c for c, st in zip(per_trial, statuses, strict=True) if st != "works"),
-                         per_trial[0])  # fmt: skip
-            line = "; ".join(_evidence_line(c) for c in first)
-            row.cells[ip] = Cell(status, len(per_trial), line,
-                                 json.dumps(first, sort_keys=True)[:4000])  # fmt: skip
+            row.cells[ip] = _cell(per_trial)
         rows.append(row)
     return rows
+
+
+def _cell(per_trial: Sequence[tuple[str, list[dict[str, Any]]]]) -> Cell:
+    statuses = [(tier, _status(c), c) for tier, c in per_trial]
+    applied = [x for x in statuses if x[1] != "not supported"]
+    use = applied or statuses
+    works = sum(1 for x in use if x[1] == "works")
+    kinds = {x[1] for x in use}
+    status = next(iter(kinds)) if len(kinds) == 1 else f"mixed ({works} of {len(use)} work)"
+    tiers = sorted({x[0] for x in use if x[0]})
+    if tiers:
+        status += " (" + ", ".join(tiers) + ")"
+    other = sorted({x[0] for x in statuses if x[1] == "not supported" and x[0]} - set(tiers))
+    first = next((x for x in use if x[1] != "works"), use[0])
+    line = "; ".join(_evidence_line(c) for c in first[2])
+    if applied and other:
+        line += f" [not supported on {', '.join(other)}]"
+    return Cell(status, len(use), line, json.dumps(first[2], sort_keys=True)[:4000])
 
 
 @dataclass

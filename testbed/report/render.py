@@ -150,7 +150,7 @@ def build(ds: Dataset, out: Path) -> Report:
                 sec.paper_tables = gamess_tables(ds)
             sec.quotes = quote_rows(ds, paper)
             if paper == "gometz-2015":
-                sec.feature_rows = features.feature_matrix(trials)
+                sec.feature_rows = features.feature_matrix(trials, lambda t: ds.env(t).tier)
                 sec.profile_rows = features.profile_table(trials)
             sec.claims, sec.claims_note = _evaluate(paper, trials, runs)
         else:

@@ -3,6 +3,7 @@ file and key before anything is built), rendered nftables/dnsmasq/tc/xfrm, the r
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,20 @@ def test_feature_matrix_splits_a_dhcp_trial_into_dhcp_and_slaac_rows() -> None:
     assert rows["dhcp-server"].cells[6].status == "works"
     assert rows["slaac"].cells[6].status == "works"
     assert rows["slaac"].cells[4].status == "not supported"
+
+
+def test_feature_matrix_cell_names_the_tier_that_could_build_it() -> None:
+    def t(status: str, tier: str) -> results.TrialRow:
+        row = _trial("featurecheck", {"feature": "ipsec", "ip": 4}, {},
+                     {"feature": "ipsec", "ip": 4, "status": status,
+                      "checks": [{"feature": "ipsec", "status": status, "evidence": {},
+                                  "reason": "no esp" if status != "works" else ""}]})  # fmt: skip
+        return dataclasses.replace(row, run_id=tier)
+
+    rows = report.feature_matrix([t("not supported", "host"), t("works", "vm")],
+                                 lambda r: r.run_id)  # fmt: skip
+    cell = rows[0].cells[4]
+    assert cell.status == "works (vm)" and cell.n == 1
+    assert cell.evidence.endswith("[not supported on host]")
+    only_host = report.feature_matrix([t("not supported", "host")], lambda r: r.run_id)
+    assert only_host[0].cells[4].status == "not supported (host)"
