@@ -304,8 +304,8 @@ def test_feature_matrix_cell_names_the_tier_that_could_build_it() -> None:
 
     rows = report.feature_matrix([t("not supported", "host"), t("works", "vm")],
                                  lambda r: r.run_id)  # fmt: skip
-    cell = rows[0].cells[4]
+    cell = {r.check: r for r in rows}["ipsec"].cells[4]
     assert cell.status == "works (vm)" and cell.n == 1
     assert cell.evidence.endswith("[not supported on host]")
     only_host = report.feature_matrix([t("not supported", "host")], lambda r: r.run_id)
-    assert only_host[0].cells[4].status == "not supported (host)"
+    assert {r.check: r for r in only_host}["ipsec"].cells[4].status == "not supported (host)"
