@@ -314,10 +314,6 @@ def tcp_connect(
         srv.stop()
 
 
-def in_net(address: str, net: IPNet) -> bool:
-    return ipaddress.ip_address(address) in net
-
-
 def translate_prefix(address: str, inside: IPNet, outside: IPNet) -> str:
     """RFC 6296-style mapping of the prefix with the host part kept (what nft's prefix NAT does)."""
     a = int(ipaddress.ip_address(address))
