@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from testbed import capabilities, netlink, processes, signals, state
-from testbed.actions import Undo, remove_namespace
+from testbed.actions import Action, Undo, remove_namespace
 from testbed.errors import MissingCapability, TestbedError, UsageError
 from testbed.plan import Plan, plan_for, run_namespaces
 from testbed.topology import Topology
@@ -218,7 +218,7 @@ class Testbed:
                 del self._scopes[depth:]  # scopes left open inside (never on a clean exit)
                 self._unwind(self._scopes.pop(), "the scope's cleanup failed")
 
-    def apply(self, action: Any) -> None:
+    def apply(self, action: Action) -> None:
         """Apply one more action (testbed.actions) now; its undo joins the current scope."""
         action.apply(self)
 

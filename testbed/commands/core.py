@@ -48,6 +48,11 @@ def register(sub: Any) -> None:
     add_set_option(p)
     p.set_defaults(func=cmd_plan)
 
+    p = sub.add_parser(
+        "features", help="list the node features a topology's [[features]] tables can use"
+    )
+    p.set_defaults(func=cmd_features)
+
     p = sub.add_parser("show", help="list the runs that exist and their addresses")
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -141,6 +146,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
         lacking = set(capabilities.missing(needs)) if os.geteuid() == 0 else set()
         shown = [f"{n} (missing here)" if n in lacking else n for n in needs]
         print("needs: " + ", ".join(shown))
+    return 0
+
+
+def cmd_features(args: argparse.Namespace) -> int:
+    from testbed import features
+
+    for cls in features.classes():
+        where = {None: "no node", "": "node = any node"}.get(
+            cls.node_role, f"node = a {cls.node_role}"
+        )
+        print(f"{cls.kind}: {cls.summary} ({where})")
+        for o in cls.options:
+            if o.required or o.default is None:
+                print(f"    {o.name}: {o.help}" + (" (required)" if o.required else ""))
+            else:
+                print(f"    {o.name}: {o.help} (default {o.default!r})")
+        print("    enabled: true/false (default true)")
+        if cls.needs():
+            print(f"    needs: {', '.join(cls.needs())}")
+    print("\nsyntax and how to write one: docs/features.md")
     return 0
 
 

@@ -81,6 +81,8 @@ def configure(topo: Topology, addresses: AddressPlan) -> list[Feature]:
         opts = Options(topo, addresses, i, table, (*GENERIC_OPTIONS, *cls.options), None)
         enabled = opts.boolean("enabled")
         if cls.node_role is not None:
+            if "node" not in table:
+                raise SpecError(topo.source, f"{key}.node", "missing", ", ".join(topo.node_names))
             opts.node = opts.node_name("node", role=cls.node_role or None)
         if enabled:
             out.append(cls(opts))

@@ -1,1 +1,1 @@
-"""Measurement runners: each builds argv for a real tool (or a built-in probe) and parses it."""
+"""Measurements: the kinds (kinds/, one module each), the tools' argv and parsers, the probes."""

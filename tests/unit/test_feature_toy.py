@@ -172,3 +172,20 @@ def test_docs_list_every_shipped_feature_as_declared() -> None:
     assert block == features.reference_markdown(), (
         "docs/features.md is stale: paste testbed.features.reference_markdown() between markers"
     )
+
+
+def test_cli_lists_the_features_and_their_options() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "features"], capture_output=True, text=True,
+        check=True,
+    ).stdout
+    for cls in features.classes():
+        if cls is ToyTtl:
+            continue
+        assert f"{cls.kind}: {cls.summary}" in out
+        for o in cls.options:
+            assert f"    {o.name}: {o.help}" in out
+    assert "toy-ttl" not in out  # the test's own feature is not shipped

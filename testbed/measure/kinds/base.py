@@ -606,6 +606,10 @@ def cpu_window(tb: TestbedLike, p: Mapping[str, Any], kind: Kind) -> Iterator[di
         yield doc
         return
     names = p.get("cpu_processes")
+    if names is None:  # the daemons the topology's features declare, else every process there
+        plan: Any = getattr(tb, "plan", None)
+        declared = list(plan.cpu_processes()) if hasattr(plan, "cpu_processes") else []
+        names = declared or None
     s = CpuSampler(feature_pids(tb, names, exclude=("python3", "python", *kind.programs)))
     s.start()
     try:
