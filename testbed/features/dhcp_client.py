@@ -163,7 +163,14 @@ def check(
             failures.append(f"{addr} is outside the pool {pool.start}-{pool.end}")
     if target is None:
         target = o.target or (server.node if server is not None else o.peer)
-    p = r.ping(tb, o.node, tb.address(target, ip), ip, source=addr)
+    dst = tb.address(target, ip)
+
+    def routed() -> bool:  # the hook adds the default route just after the address
+        argv = ["ip", f"-{ip}", "route", "get", dst, "from", addr]
+        return tb.run(o.node, argv, check=False).returncode == 0
+
+    waiting.wait_for(routed, 10.0)
+    p = r.ping(tb, o.node, dst, ip, source=addr)
     evidence["ping"] = p
     if p["received"] < p["sent"]:
         failures.append(f"from {addr} to {target}: {p['received']}/{p['sent']} replies")
