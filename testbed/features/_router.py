@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -271,6 +272,16 @@ def ping(
     return {"from": node, "to": dst, "sent": count, "received": received}
 
 
+def tool_env(tb: RouterTestbed) -> dict[str, str]:
+    """The environment for the checks' iperf3: TMPDIR in the run's scratch folder. iperf3
+    creates a temp file per stream; in the full-kernel tier's guest /tmp is an overlay on the
+    host's /tmp over 9p, where that creation failed now and then (ENOENT) while the host's
+    /tmp changed underneath."""
+    folder = tb.scratch_dir() / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(folder)}
+
+
 def tcp_connect(
     tb: RouterTestbed,
     server: str,
@@ -285,22 +296,26 @@ def tcp_connect(
 ) -> dict[str, Any]:
     """An iperf3 TCP test from `client` to `dst`:`dst_port` with the server on `server`:
     `listen_port` (they differ behind a port forward). Reports whether data arrived."""
+    env = tool_env(tb)
     srv = tb.popen(
         server,
         iperf.server_argv(listen_port),
         name="iperf3-server",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     )
     try:
         wait_listening(tb, server, listen_port, "tcp", srv, what="iperf3 server")
         argv = iperf.client_argv(dst, port=dst_port or listen_port, duration_s=seconds, ip=ip)
         argv += ["--connect-timeout", str(timeout_ms)]
-        out = tb.run(client, argv, check=False, timeout=waiting.process_timeout(seconds + 20))
+        proc = tb.popen(client, argv, name="iperf3-client", stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        stdout, _err = proc.popen.communicate(timeout=waiting.process_timeout(seconds + 20))
         received = 0
         error = ""
         try:
-            res = iperf.parse_iperf3(out.stdout, argv=argv, where=f"node {client}")
+            res = iperf.parse_iperf3(stdout, argv=argv, where=f"node {client}")
             received = sum(f.received_bytes for f in res.flows)
         except Exception as exc:  # a refused or timed-out connection: iperf3 reports an error
             error = str(exc).splitlines()[0][:200]

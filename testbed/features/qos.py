@@ -231,12 +231,14 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, seconds: int = 3) -> r.Check
         )
     client, server = o.client, o.towards
     dst = tb.address(server, ip)
+    env = r.tool_env(tb)
     servers = []
     clients = []
     try:
         for _c, port in flows:
             srv = tb.popen(server, iperf.server_argv(port), name="iperf3-server",
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=env)  # fmt: skip
             servers.append(srv)
             wait_listening(tb, server, port, "tcp", srv, what="iperf3 server")
         for c, port in flows:
@@ -245,7 +247,7 @@ def check(tb: r.RouterTestbed, o: Options, ip: int, seconds: int = 3) -> r.Check
                 bitrate_bps=o.rate_bps, length=CHECK_LENGTH, ip=ip,
             )  # fmt: skip
             proc = tb.popen(client, argv, name="iperf3-client", stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
             clients.append((c, argv, proc))
         got: dict[str, float] = {}
         errors: list[str] = []

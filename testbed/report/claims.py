@@ -862,6 +862,7 @@ def _feature_claim(parts: Sequence[tuple[str, int]], what: str) -> Callable[[Dat
             if not st or all(x == "not supported" for x in st):
                 missing.append(label)
                 continue
+            st = [x for x in st if x != "not supported"]  # another tier could build it
             n_ok = st.count("works")
             ev.append(f"{label}: {n_ok}/{len(st)} work")
             if n_ok < len(st):

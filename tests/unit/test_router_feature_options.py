@@ -309,3 +309,16 @@ def test_feature_matrix_cell_names_the_tier_that_could_build_it() -> None:
     assert cell.evidence.endswith("[not supported on host]")
     only_host = report.feature_matrix([t("not supported", "host")], lambda r: r.run_id)
     assert {r.check: r for r in only_host}["ipsec"].cells[4].status == "not supported (host)"
+
+
+def test_claim_counts_a_tier_that_could_build_the_feature() -> None:
+    from testbed.report import claims
+
+    def fc(feature: str, ip: int, status: str) -> results.TrialRow:
+        return _trial("featurecheck", {"feature": feature, "ip": ip}, {},
+                      {"feature": feature, "ip": ip, "status": status})  # fmt: skip
+
+    host = [fc(f, ip, "not supported") for f in ("ipsec", "qos-hfsc") for ip in (4, 6)]
+    vm = [fc(f, ip, "works") for f in ("ipsec", "qos-hfsc", "qos") for ip in (4, 6)]
+    out = claims.CHECKS["go:9"](claims.Data(host + vm))
+    assert out.status == "holds" and "ipsec IPv4: 1/1 work" in out.evidence
