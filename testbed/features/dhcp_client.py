@@ -48,7 +48,7 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
     else:
         ip = r.versions_opt(w, table, default=(4,) if slaac else (4, 6))
     if slaac and 6 in ip:
-        raise w.error("ip", "IPv6 comes from SLAAC (slaac = true), not DHCPv6", "ip = [4]")
+        raise w.error("ip", "IPv6 comes from SLAAC (slaac = true), not DHCPv6", 'ip = 4 or "none"')
     # the planned addresses DHCP replaces are dropped; a SLAAC address comes beside the
     # planned IPv6 one (as on a host with a static address on a link with RAs)
     planned = tuple(a for a in iface.addresses if ipaddress.ip_interface(a).version in ip)
@@ -188,9 +188,8 @@ class DhcpClient(r.RouterFeature):
     node_role = "host"
     options = (
         Option("link", "the neighbour on the link it asks on (the router)"),
-        Option(
-            "ip", 'versions asked from DHCP: 4, 6 or "both" (default: both, or 4 with slaac)', None
-        ),
+        Option("ip", 'versions asked from DHCP: 4, 6, "both" or "none" (default: both; '
+               "4 with slaac)", None),  # fmt: skip
         Option("slaac", "IPv6 from router advertisements (SLAAC) instead of DHCPv6", False),
         Option("target", "the check pings this node from the new address", None),
     )
