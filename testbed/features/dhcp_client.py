@@ -188,8 +188,11 @@ class DhcpClient(r.RouterFeature):
     node_role = "host"
     options = (
         Option("link", "the neighbour on the link it asks on (the router)"),
-        Option("ip", 'versions asked from DHCP: 4, 6, "both" or "none" (default: both; '
-               "4 with slaac)", None),  # fmt: skip
+        Option(
+            "ip",
+            'versions asked from DHCP: 4, 6, "both" or "none" (default: both; 4 with slaac)',
+            None,
+        ),
         Option("slaac", "IPv6 from router advertisements (SLAAC) instead of DHCPv6", False),
         Option("target", "the check pings this node from the new address", None),
     )
