@@ -10,6 +10,7 @@ Pure parts: `parse_snmp_udp`, `interarrival_summary`, `histogram`.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import math
@@ -28,6 +29,10 @@ from testbed.measure.pingpong import choose_mode, percentile, precise_sleep
 MODULE = "testbed.measure.udpprobe"
 
 PACINGS = ("auto", "spin", "sleep")
+# send() errors that mean "no way there right now" (counted as lost, the sender goes on): no
+# route (a router restarting), or a Packet Too Big reported once on the connected socket
+UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN,
+               errno.EMSGSIZE)
 
 
 def send_argv(
@@ -185,7 +190,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     sendf = s.send
     perf = time.perf_counter
     sleep = time.sleep
-    i = eagain = refused = 0
+    i = eagain = refused = unreachable = 0
     max_lag = 0.0
     start_ns = time.perf_counter_ns()
     t0 = start = perf()  # t0: the schedule (delayed when behind); start: the real start
@@ -212,6 +217,10 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
                 eagain += 1
             except ConnectionRefusedError:
                 refused += 1
+            except OSError as exc:  # no route for a moment (a router restarting): lost
+                if exc.errno not in UNREACHABLE:
+                    raise
+                unreachable += 1
         i = due
     elapsed = perf() - start
     end_ns = time.perf_counter_ns()
@@ -226,9 +235,10 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         "size": size,
         "offered_pps": pps,
         "attempted": total,
-        "sent": total - eagain - refused,
+        "sent": total - eagain - refused - unreachable,
         "eagain": eagain,
         "refused": refused,
+        "unreachable": unreachable,
         "elapsed_s": elapsed,
         "max_lag_s": max_lag,
         "max_burst": max_burst,

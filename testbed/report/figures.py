@@ -374,6 +374,80 @@ def dobrinov_figures(ds: Dataset, experiment: str = "dobrinov-2016") -> list[Fig
                 "1518-byte frames", "offered load (Mbit/s)", ylabel, "lines",
                 rows_of(stats, lambda s: f"IPv{s.point.get('ip')}",
                         lambda s: (rate_bps(s.point.get("rate")) or 0) / 1e6)))
+    return figs + _dobrinov_stress_figures(ds, experiment)
+
+
+ROUTER_CPU = "router CPU (% of one CPU: its NAPI threads)"
+
+
+def _mix_label(s: Stat) -> str:
+    ratio = s.point.get("ratio") or ("0/100" if int(s.point.get("ip", 4)) == 6 else "100/0")
+    return f"IPv4/IPv6 {ratio}" + (", bidir" if s.point.get("direction") == "bidir" else "")
+
+
+def _dobrinov_stress_figures(ds: Dataset, experiment: str) -> list[Figure]:
+    """The stress kinds' figures (Figs. 3-17 of the paper, in our units)."""
+    figs: list[Figure] = []
+
+    def fig(fid: str, kinds: list[str], value: Value, name: str, title: str, xlabel: str,
+            ylabel: str, series: Callable[[Stat], str], x: Callable[[Stat], Any],
+            style: str = "lines", note: str = "") -> None:
+        trials = _sel(ds, experiment, kinds=kinds)
+        stats = _stats(ds, trials, value, name) if trials else []
+        if stats:
+            figs.append(Figure(fid, "dobrinov-2016", title, xlabel, ylabel, style,
+                               rows_of(stats, series, x), note=note))
+
+    frame = _point_key("frame_size")
+    fig("do-max-traffic", ["maxtraffic"], metric("max_received_bps", 1e-6), "max_mbps",
+        "Fig. 3/10: zero-loss maximum traffic vs frame size", "Ethernet frame (bytes)",
+        "maximum traffic, UDP data (Mbit/s)", _mix_label, frame,
+        note="generator_limited = 1 in a trial's metrics: the Python senders set the limit")
+    fig("do-max-cpu", ["maxtraffic"], metric("router_cpu_pct"), "router_cpu_pct",
+        "Fig. 5/9: router CPU at the maximum traffic", "Ethernet frame (bytes)", ROUTER_CPU,
+        _mix_label, frame)
+    fig("do-max-pps", ["maxtraffic"], metric("received_pps"), "received_pps",
+        "Fig. 6: packets per second at the maximum traffic", "Ethernet frame (bytes)",
+        "frames per second received", _mix_label, frame)
+
+    def load_label(s: Stat) -> str:
+        return f"{_mix_label(s)}, {s.point.get('frame_size')} B"
+
+    load_x = _point_key("load")
+    fig("do-load-router-cpu", ["load"], metric("router_cpu_pct"), "router_cpu_pct",
+        "Figs. 4/7: router CPU vs offered load", "offered load (share of Fast Ethernet)",
+        ROUTER_CPU, load_label, load_x)
+    fig("do-load-loss", ["load"], metric("loss_percent"), "loss_percent",
+        "Fig. 8: frame loss vs offered load", "offered load (share of Fast Ethernet)",
+        "frame loss (%)", load_label, load_x)
+    fig("do-icmp", ["icmpload"], metric("router_cpu_pct"), "router_cpu_pct",
+        "Fig. 12: router CPU under ICMP echo load", "echo requests per second", ROUTER_CPU,
+        lambda s: f"ICMPv{s.point.get('ip')}, {s.point.get('size')} B", _point_key("pps"))
+
+    def acl_x(s: Stat) -> str:
+        if s.point.get("acl") is False:
+            return "no ACL"
+        return f"{s.point.get('rules')} lines, {s.point.get('apply')}"
+
+    fig("do-acl-cpu", ["acl"], metric("router_cpu_pct"), "router_cpu_pct",
+        "Fig. 13: router CPU with ACLs", "ACL", ROUTER_CPU, _mix_label, acl_x, style="bars")
+    fig("do-acl-traffic", ["acl"], metric("received_bps", 1e-6), "received_mbps",
+        "Fig. 14: traffic with ACLs", "ACL", "traffic received, UDP data (Mbit/s)", _mix_label,
+        acl_x, style="bars")
+    fig("do-exthdr", ["exthdr"], metric("router_cpu_pct"), "router_cpu_pct",
+        "Figs. 15/18: router CPU with IPv6 extension headers", "packets per second", ROUTER_CPU,
+        lambda s: f"{s.point.get('variant')}{' + rule' if s.point.get('rule') else ''}",
+        _point_key("pps"), note="rh0 is dropped by the router (RFC 5095); srh is forwarded")
+    fig("do-frag-cpu", ["fragment"], metric("router_cpu_pct"), "router_cpu_pct",
+        "Figs. 16/17: r1's CPU vs frame size per r1-r2 MTU (5000 datagrams/s)",
+        "Ethernet frame (bytes)", ROUTER_CPU, lambda s: f"MTU {s.point.get('core_mtu')}", frame)
+    fig("do-frag-fragments", ["fragment"], metric("fragments_per_datagram"),
+        "fragments_per_datagram", "Fragments per datagram vs frame size",
+        "Ethernet frame (bytes)", "fragments per datagram (r1's FragCreates/FragOKs)",
+        lambda s: f"MTU {s.point.get('core_mtu')}", frame)
+    fig("do-reset", ["reset"], metric("outage_mean_ms"), "outage_mean_ms",
+        "Table 7: outage when the router restarts", "restart", "outage at the receiver (ms)",
+        _const("mean of the restarts"), _point_key("method"), style="bars")
     return figs
 
 

@@ -122,10 +122,12 @@ class Quote:
 
 
 QUOTES: Final[tuple[Quote, ...]] = (
-    Quote("dobrinov-2016", "software reset time, mean of 5", "67.3 s", "Table 7"),
-    Quote("dobrinov-2016", "hardware reset time, mean of 5", "66.86 s", "Table 7"),
+    Quote("dobrinov-2016", "software reset time, mean of 5", "67.3 s", "Table 7",
+          "do_reset_sw"),
+    Quote("dobrinov-2016", "hardware reset time, mean of 5", "66.86 s", "Table 7",
+          "do_reset_hw"),
     Quote("dobrinov-2016", "one-way ANOVA, reset mode", "F = 2.29, p = 0.1684 (df 1, 8)",
-          "Table 8"),
+          "Table 8", "do_reset_anova"),
     Quote("dobrinov-2016", "inter-packet delay, 1518 B at 10 Mbit/s", "1.2 ms", "sec. 4.1",
           "do_ipd_10"),
     Quote("dobrinov-2016", "inter-packet delay, 1518 B at 95 Mbit/s", "0.12 ms", "sec. 4.1",

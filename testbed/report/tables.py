@@ -221,11 +221,47 @@ def _ipd(bps: float) -> Callable[[Dataset], str | None]:
     return get
 
 
+def _outages(ds: Dataset, method: str) -> list[float]:
+    """Every restart outage (ms) of the dobrinov `reset` trials by `method`."""
+    out: list[float] = []
+    for t in ds.trials:
+        if (t.experiment == "dobrinov-2016" and t.kind == "reset" and t.status == "ok"
+                and params_of(t).get("method") == method):
+            ms = t.result.get("outages_ms") if isinstance(t.result, dict) else None
+            out.extend(float(v) for v in ms or [])
+    return out
+
+
+def _reset(method: str, label: str) -> Callable[[Dataset], str | None]:
+    def get(ds: Dataset) -> str | None:
+        ms = _outages(ds, method)
+        if not ms:
+            return None
+        s = describe(ms)
+        return f"{s.mean / 1000:.3f} s (n = {s.n}; {label})"
+
+    return get
+
+
+def _reset_anova(ds: Dataset) -> str | None:
+    from testbed import stats
+
+    a, b = _outages(ds, "links"), _outages(ds, "namespace")
+    if len(a) < 2 or len(b) < 2:
+        return None
+    r = stats.anova([a, b])
+    df = r.df if isinstance(r.df, tuple) else (r.df, 0.0)
+    return f"F = {r.statistic:.2f}, p = {r.pvalue:.3g} (df {df[0]:g}, {df[1]:g})"
+
+
 def _per(values: Iterable[tuple[str, str | None]]) -> str | None:
     return " / ".join(f"{k}: {v}" for k, v in values if v) or None
 
 
 QUOTE_VALUES: dict[str, Callable[[Dataset], str | None]] = {
+    "do_reset_sw": _reset("links", "interfaces down and up"),
+    "do_reset_hw": _reset("namespace", "namespace destroyed and rebuilt"),
+    "do_reset_anova": _reset_anova,
     "do_ipd_10": _ipd(10e6),
     "do_ipd_95": _ipd(95e6),
     "ze_cps_4": lambda ds: _mean_text(ds, "zeadally-2004", metric("connections_per_s"), _ip(4),

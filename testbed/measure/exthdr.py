@@ -1,0 +1,207 @@
+"""IPv6 extension-header traffic (dobrinov-2016): packets built with scapy, a paced sender, and
+the capture check that the headers really crossed the link.
+
+Variants (`VARIANTS`): `none`; `hbh` (one Hop-by-Hop header); `four` (Hop-by-Hop, Routing
+type 0 with nothing left to visit, an atomic Fragment header, Destination Options — the paper's
+order); `dest20` (twenty Destination Options headers); `rh0` (Routing Header type 0 naming the
+router as the next hop with one segment left: Linux drops it, RFC 5095); `srh` (a Segment
+Routing header, type 4, RFC 8754: the router is the active segment and forwards to the final
+one — today's equivalent; the router needs `seg6_enabled`, which `Seg6Scope` sets per trial).
+
+`echo4`/`echo6` are ICMP echo requests to the router itself (its ICMP load test).
+The sender runs inside a node as `python -m testbed.measure.exthdr send ...`: scapy builds the
+packet once, a raw IPv6 socket (IPPROTO_RAW: the header is the packet's own) sends it paced.
+`capture_chain` reads a pcap with scapy and names each packet's header chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+VARIANTS = ("none", "hbh", "four", "dest20", "rh0", "srh")
+ECHO = ("echo4", "echo6")  # ICMP echo requests to the router itself (the ICMP load test)
+# The header chain (scapy layer names between IPv6 and UDP) each variant must show on the wire
+# beyond the router; rh0 never gets there.
+EXPECTED: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "hbh": ("IPv6ExtHdrHopByHop",),
+    "four": ("IPv6ExtHdrHopByHop", "IPv6ExtHdrRouting", "IPv6ExtHdrFragment",
+             "IPv6ExtHdrDestOpt"),
+    "dest20": ("IPv6ExtHdrDestOpt",) * 20,
+    "rh0": ("IPv6ExtHdrRouting",),
+    "srh": ("IPv6ExtHdrSegmentRouting",),
+}
+
+
+def build(variant: str, src: str, dst: str, router: str, data: int, port: int = 9,
+          ) -> Any:
+    """The scapy packet of `variant` from `src` to `dst` (via `router` for rh0/srh) with
+    `data` bytes of UDP data."""
+    from scapy.layers.inet import UDP
+    from scapy.layers.inet6 import (
+        IPv6,
+        IPv6ExtHdrDestOpt,
+        IPv6ExtHdrFragment,
+        IPv6ExtHdrHopByHop,
+        IPv6ExtHdrRouting,
+        IPv6ExtHdrSegmentRouting,
+        PadN,
+    )
+    from scapy.packet import Raw
+
+    udp = UDP(sport=port, dport=port) / Raw(b"\x5a" * data)
+    if variant == "echo4":
+        from scapy.layers.inet import ICMP, IP
+
+        return IP(src=src, dst=router, ttl=64) / ICMP(type=8, id=port, seq=1) / Raw(
+            b"\x5a" * data)
+    if variant == "echo6":
+        from scapy.layers.inet6 import ICMPv6EchoRequest
+
+        return IPv6(src=src, dst=router, hlim=64) / ICMPv6EchoRequest(
+            id=port, seq=1, data=b"\x5a" * data)
+    if variant == "none":
+        return IPv6(src=src, dst=dst, hlim=64) / udp
+    if variant == "hbh":
+        return IPv6(src=src, dst=dst, hlim=64) / IPv6ExtHdrHopByHop(
+            options=[PadN(optdata=b"\x00" * 4)]) / udp
+    if variant == "four":
+        return (IPv6(src=src, dst=dst, hlim=64)
+                / IPv6ExtHdrHopByHop(options=[PadN(optdata=b"\x00" * 4)])
+                / IPv6ExtHdrRouting(type=0, segleft=0, addresses=[dst])
+                / IPv6ExtHdrFragment(offset=0, m=0, id=0x1234)
+                / IPv6ExtHdrDestOpt(options=[PadN(optdata=b"\x00" * 4)]) / udp)
+    if variant == "dest20":
+        pkt: Any = IPv6(src=src, dst=dst, hlim=64)
+        for _ in range(20):
+            pkt = pkt / IPv6ExtHdrDestOpt(options=[PadN(optdata=b"\x00" * 4)])
+        return pkt / udp
+    if variant == "rh0":
+        return IPv6(src=src, dst=router, hlim=64) / IPv6ExtHdrRouting(
+            type=0, segleft=1, addresses=[dst]) / udp
+    if variant == "srh":
+        # segment list in reverse order: [final destination, router]; the router is active
+        return IPv6(src=src, dst=router, hlim=64) / IPv6ExtHdrSegmentRouting(
+            addresses=[dst, router], segleft=1, lastentry=1) / udp
+    raise ValueError(f"unknown packet variant {variant!r}: one of "
+                     + ", ".join(VARIANTS + ECHO))
+
+
+def data_for_frame(variant: str, frame_size: int) -> int:
+    """UDP data bytes that make the variant's packet an Ethernet frame of `frame_size` bytes
+    (header and FCS included; the paper used 1280-byte frames to leave room for the headers)."""
+    addr = "2001:db8::1"
+    empty = len(bytes(build(variant, addr, addr, addr, 0)))
+    data = frame_size - 18 - empty
+    if data < 0:
+        raise ValueError(f"a {frame_size}-byte frame cannot hold the {variant} headers "
+                         f"({empty + 18} bytes without data)")
+    return data
+
+
+def chain_of(pkt: Any) -> tuple[str, ...]:
+    """Names of the layers between the IPv6 header and the upper-layer header of `pkt`."""
+    names = []
+    layer = pkt.getlayer("IPv6")
+    if layer is None:
+        return ()
+    layer = layer.payload
+    while layer is not None and layer.name != "NoPayload":
+        cls = type(layer).__name__
+        if not cls.startswith("IPv6ExtHdr"):
+            break
+        names.append(cls)
+        layer = layer.payload
+    return tuple(names)
+
+
+def capture_chain(pcap: str) -> list[dict[str, Any]]:
+    """Each captured IPv6 packet's header chain, destination and (SRH) segments left."""
+    import importlib
+
+    from scapy.utils import rdpcap
+
+    for layers in ("scapy.layers.l2", "scapy.layers.inet6"):  # so that the pcap decodes
+        importlib.import_module(layers)
+
+    out = []
+    for pkt in rdpcap(pcap):
+        ip6 = pkt.getlayer("IPv6")
+        if ip6 is None or not pkt.haslayer("UDP"):  # ND, MLD, ICMPv6 errors: not ours
+            continue
+        doc: dict[str, Any] = {"chain": list(chain_of(pkt)), "dst": ip6.dst}
+        srh = pkt.getlayer("IPv6ExtHdrSegmentRouting")
+        if srh is not None:
+            doc["segleft"] = int(srh.segleft)
+        out.append(doc)
+    return out
+
+
+def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
+         duration_s: float, burst: int = 1) -> dict[str, Any]:
+    """Send round(pps * duration) copies of the variant's packet, paced, from a raw socket,
+    `burst` back to back at a time (the same average rate: a burst wakes the router's receive
+    thread once, so its per-packet work is less buried under wake-ups)."""
+    pkt = build(variant, src, dst, router, data)
+    raw = bytes(pkt)
+    first_hop = router if variant in ("rh0", "srh", *ECHO) else dst
+    family = socket.AF_INET if variant == "echo4" else socket.AF_INET6
+    s = socket.socket(family, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    total = max(1, round(pps * duration_s))
+    errors = 0
+    t0 = time.perf_counter()
+    burst = max(1, int(burst))
+    for i in range(total):
+        if i % burst == 0:
+            due = t0 + i / pps
+            wait = due - time.perf_counter()
+            if wait > 0:  # on schedule: a late wake-up sends the next ones at once, never spins
+                time.sleep(wait)
+        try:
+            s.sendto(raw, (first_hop, 0))
+        except OSError:
+            errors += 1
+    elapsed = time.perf_counter() - t0
+    s.close()
+    return {"variant": variant, "attempted": total, "errors": errors, "elapsed_s": elapsed,
+            "achieved_pps": (total - 1) / elapsed if elapsed > 0 and total > 1 else pps,
+            "offered_pps": pps, "ip_bytes": len(raw), "frame_bytes": len(raw) + 18,
+            "burst": burst, "chain": list(chain_of(pkt))}
+
+
+def send_argv(python: str, *, variant: str, src: str, dst: str, router: str, data: int,
+              pps: float, duration_s: float, burst: int = 1) -> list[str]:
+    return [python, "-m", "testbed.measure.exthdr", "send", "--variant", variant, "--src", src,
+            "--dst", dst, "--router", router, "--data", str(data), "--pps", f"{pps:.9g}",
+            "--duration", f"{duration_s:g}", "--burst", str(burst)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m testbed.measure.exthdr")
+    p.add_argument("role", choices=("send", "chain"))
+    p.add_argument("--variant", choices=VARIANTS + ECHO, default="hbh")
+    p.add_argument("--src", default="")
+    p.add_argument("--dst", default="")
+    p.add_argument("--router", default="")
+    p.add_argument("--data", type=int, default=100)
+    p.add_argument("--pps", type=float, default=1000.0)
+    p.add_argument("--duration", type=float, default=1.0)
+    p.add_argument("--burst", type=int, default=1)
+    p.add_argument("--pcap", default="")
+    a = p.parse_args(argv)
+    if a.role == "send":
+        doc: Any = send(a.variant, a.src, a.dst, a.router, a.data, a.pps, a.duration, a.burst)
+    else:
+        doc = capture_chain(a.pcap)
+    sys.stdout.write(json.dumps(doc) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""Measurement kind `icmpload`: echo requests to the router itself at a set rate and size;
+the router's CPU answering them (ICMPv4 vs ICMPv6)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from testbed.measure import stress
+from testbed.measure.kinds._stress import ROUTER_METRICS
+from testbed.measure.kinds.base import (
+    Context,
+    Kind,
+    Measured,
+    Metric,
+    Param,
+    ParamProblem,
+    TestbedLike,
+)
+
+HEADERS = {4: 20 + 8, 6: 40 + 8}  # IP + ICMP echo header
+
+
+def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
+    """An echo request must fit one 1500-byte packet (the raw sender does not fragment)."""
+    ip, size = int(out["ip"]), int(out["size"])
+    if size + HEADERS[ip] > 1500:
+        raise ParamProblem("size", f"{size} data bytes make a {size + HEADERS[ip]}-byte "
+                           f"ICMPv{ip} packet, above the 1500-byte MTU (ip = {ip})",
+                           f"size <= {1500 - HEADERS[ip]} for ICMPv{ip} (1472 for ICMPv4, "
+                           "1452 for ICMPv6)")
+
+
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+    metrics, doc = stress.icmp_load(tb, p, ctx)
+    return Measured(metrics, doc)
+
+
+KIND = Kind(
+    name="icmpload",
+    doc="ICMP echo load on the router: its CPU per rate and size, ICMPv4 vs ICMPv6",
+    tool="scapy-built echo requests paced from a raw socket (`python -m testbed.measure.exthdr`"
+         "); the router's ICMP counters",
+    params=(
+        Param("client", "node", "h2", "the node that sends the echo requests"),
+        Param("target", "node", "r1", "the router they are addressed to"),
+        Param("ip", "ip", 4, "ICMPv4 or ICMPv6", choices=(4, 6)),
+        Param("pps", "number", 1000, "echo requests per second", max=100_000.0),
+        Param("size", "size", 100, "ICMP data bytes (ping -s)"),
+        Param("duration", "number", 2, "seconds", max=3600.0),
+    ),
+    metrics=(
+        Metric("echo_pps", "pkt/s", "echo requests the router received per second"),
+        Metric("reply_pps", "pkt/s", "echo replies the router sent per second"),
+        Metric("loss_percent", "%", "requests the router did not answer"),
+        Metric("icmp_data", "B", "ICMP data bytes"),
+        Metric("router_us_per_echo", "us", "router run time per answered request"),
+        *ROUTER_METRICS,
+    ),
+    runner=run,
+    check=check,
+)

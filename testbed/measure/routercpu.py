@@ -1,0 +1,199 @@
+"""The router's own CPU: each interface's receive path in its own NAPI kernel thread, timed.
+
+Kernel forwarding has no process of its own: on veth it runs in softirq context of whichever
+CPU handed the packet over — usually inside the *sender's* system call — so machine-wide
+softirq/system time (`cpu.py`) mixes the router's work with the generator's and receiver's.
+
+This module separates it. For one trial (`RouterCpu` is a context manager that undoes what it
+sets) every interface of every node gets threaded NAPI: GRO on (which gives a veth its NAPI
+instance; forwarded UDP is not aggregated, rx-udp-gro-forwarding stays off) and
+`/sys/class/net/IF/threaded` = 1, and TSO off on every device (a veth hands packets to its
+peer's NAPI only when the sending device has no TSO). The kernel then receives each interface's
+packets in a kernel thread `napi/IF-ID`: for a router that thread does the whole forwarding
+path — IP receive, netfilter (nftables rules), routing, fragmentation, ICMP replies and the
+transmit onto the next veth — and nothing else. Its exact run time (`/proc/PID/schedstat`,
+nanoseconds) over the trial is the router's CPU; the end hosts' receive threads are reported
+apart, and the generator's and receiver's own processes are never counted.
+
+`router_cpu_pct` is percent of one CPU (the paper's router had one). Not counted: a shaped
+egress queue (tbf) drained later by a timer runs in softirq elsewhere (small: a dequeue).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from testbed.errors import KernelError
+
+PROC = Path("/proc")
+
+
+def parse_schedstat(text: str) -> int:
+    """Nanoseconds a task has run (first field of /proc/PID/schedstat)."""
+    fields = text.split()
+    if not fields:
+        raise ValueError("empty schedstat")
+    return int(fields[0])
+
+
+def napi_threads(proc: Path = PROC) -> dict[int, str]:
+    """pid -> name of every NAPI kernel thread (`napi/IF-ID`) on the machine."""
+    out: dict[int, str] = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            comm = (d / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith("napi/"):
+            out[int(d.name)] = comm
+    return out
+
+
+def run_ns_ns(pid: int, proc: Path = PROC) -> int | None:
+    """Run time (ns) of `pid`, or None when it is gone."""
+    try:
+        return parse_schedstat((proc / str(pid) / "schedstat").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def features(ethtool_json: str) -> dict[str, bool]:
+    """{feature: active} from `ethtool --json -k IF`."""
+    doc = json.loads(ethtool_json)
+    item = doc[0] if isinstance(doc, list) else doc
+    return {k: bool(v.get("active")) for k, v in item.items() if isinstance(v, dict)}
+
+
+@dataclass(frozen=True)
+class Iface:
+    node: str
+    ifname: str
+
+
+@dataclass
+class _Saved:
+    gro: bool
+    tso: bool
+    threaded: str
+
+
+def node_ifaces(tb: Any, node: str) -> list[str]:
+    """The interfaces of `node` except loopback (`ip -j link`)."""
+    out = tb.run(node, ["ip", "-j", "link", "show"]).stdout
+    return [str(i["ifname"]) for i in json.loads(out or "[]") if i.get("ifname") != "lo"
+            and "LOOPBACK" not in i.get("flags", [])]
+
+
+def _write(tb: Any, node: str, path: str, value: str) -> None:
+    tb.run(node, ["sh", "-c", 'echo "$1" > "$2"', "sh", value, path])
+
+
+class RouterCpu:
+    """Threaded NAPI on every interface for one trial; `start()`/`stop()` time the threads.
+
+    `routers`: the nodes whose threads make `router_cpu_pct` (default: role = router).
+    """
+
+    def __init__(self, tb: Any, routers: Sequence[str] | None = None,
+                 nodes: Sequence[str] | None = None) -> None:
+        self.tb = tb
+        topo = tb.topology
+        names = list(nodes or topo.node_names)
+        if routers is None:
+            routers = [n.name for n in topo.nodes if getattr(n, "role", "") == "router"
+                       and n.name in names]
+        self.routers = list(routers)
+        self.nodes = names
+        self.threads: dict[Iface, int] = {}
+        self._saved: dict[Iface, _Saved] = {}
+        self._t0 = 0.0
+        self._ns0: dict[Iface, int] = {}
+
+    # -- scope --------------------------------------------------------------------------------
+
+    def __enter__(self) -> RouterCpu:
+        try:
+            self._setup()
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._restore()
+
+    def _setup(self) -> None:
+        ifaces = [Iface(n, i) for n in self.nodes for i in node_ifaces(self.tb, n)]
+        for f in ifaces:  # TSO off everywhere first: a sender's TSO bypasses the peer's NAPI
+            feats = features(self.tb.run(f.node, ["ethtool", "--json", "-k", f.ifname]).stdout)
+            threaded = self.tb.run(f.node, ["cat", f"/sys/class/net/{f.ifname}/threaded"],
+                                   check=False).stdout.strip() or "0"
+            self._saved[f] = _Saved(feats.get("generic-receive-offload", False),
+                                    feats.get("tcp-segmentation-offload", False), threaded)
+            self.tb.run(f.node, ["ethtool", "-K", f.ifname, "tso", "off", "gro", "on"])
+        for f in ifaces:
+            before = set(napi_threads())
+            _write(self.tb, f.node, f"/sys/class/net/{f.ifname}/threaded", "1")
+            new = [pid for pid, name in napi_threads().items()
+                   if pid not in before and name.startswith(f"napi/{f.ifname}-")]
+            if len(new) != 1:
+                raise KernelError(
+                    "start one threaded-NAPI kernel thread for", f"{f.ifname} on {f.node}", 0,
+                    f"found {len(new)} new napi/{f.ifname}-* threads (needs veth NAPI: "
+                    "Linux >= 5.13; another tool toggling NAPI at the same moment?)")
+            self.threads[f] = new[0]
+
+    def _restore(self) -> None:
+        for f, s in reversed(list(self._saved.items())):
+            self.tb.run(f.node, ["sh", "-c", 'echo "$1" > "$2"', "sh", s.threaded,
+                                 f"/sys/class/net/{f.ifname}/threaded"], check=False)
+            self.tb.run(f.node, ["ethtool", "-K", f.ifname, "gro", "on" if s.gro else "off",
+                                 "tso", "on" if s.tso else "off"], check=False)
+        self._saved.clear()
+        self.threads.clear()
+
+    # -- sampling -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._ns0 = {f: run_ns_ns(pid) or 0 for f, pid in self.threads.items()}
+
+    def stop(self) -> dict[str, Any]:
+        seconds = time.monotonic() - self._t0
+        per: dict[str, Any] = {}
+        router_ns = hosts_ns = 0
+        for f, pid in self.threads.items():
+            now = run_ns_ns(pid)
+            if now is None:
+                per[f"{f.node}:{f.ifname}"] = {"pid": pid, "error": "thread gone"}
+                continue
+            ns = now - self._ns0.get(f, 0)
+            per[f"{f.node}:{f.ifname}"] = {"pid": pid, "ns": ns}
+            if f.node in self.routers:
+                router_ns += ns
+            else:
+                hosts_ns += ns
+
+        def pct(ns: int) -> float:
+            return 100.0 * ns / 1e9 / seconds if seconds > 0 else 0.0
+
+        return {
+            "method": "threaded NAPI: run time of each interface's receive thread "
+                      "(/proc/PID/schedstat)",
+            "seconds": seconds,
+            "routers": self.routers,
+            "router_cpu_pct": pct(router_ns),
+            "router_ns": router_ns,
+            "hosts_napi_cpu_pct": pct(hosts_ns),
+            "threads": per,
+            "unit": "% of one CPU",
+        }

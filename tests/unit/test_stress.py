@@ -1,0 +1,195 @@
+"""Pure parts of the dobrinov-2016 stressors: loads, fragments, ACL rule sets and counters,
+scapy-built extension headers, NAPI thread accounting, and the stress kinds' declarations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed.errors import SpecError
+from testbed.measure import acl, exthdr, reset, routercpu, stress
+from testbed.measure.kinds import validate_params
+
+
+def test_pps_for_load_counts_preamble_and_gap() -> None:
+    # 100 Mbit/s of 64-byte frames: 148,809 frames/s (84 bytes on the wire each)
+    assert stress.pps_for_load(1.0, 100e6, 64) == pytest.approx(148809.5, rel=1e-5)
+    assert stress.pps_for_load(0.1, 100e6, 1518) == pytest.approx(812.7, rel=1e-3)
+
+
+def test_frame_for_ipv6_minimum_is_67() -> None:
+    assert stress.frame_for(64, 4) == 64 and stress.frame_for(64, 6) == 67
+    assert stress.udp_data(64, 4) == 18 and stress.udp_data(64, 6) == 1
+    assert stress.udp_data(1518, 6) == 1452
+
+
+def test_ratio_shares() -> None:
+    assert stress.ratio_shares("90/10") == [(4, 0.9), (6, 0.1)]
+    assert stress.ratio_shares("0/100") == [(6, 1.0)]
+    assert stress.ratio_shares(None, 6) == [(6, 1.0)]
+    with pytest.raises(SpecError, match="ratio"):
+        stress.ratio_shares("x/y")
+
+
+def test_mix_flows_bidir_doubles_the_flows() -> None:
+    f = stress.mix_flows("50/50", 4, 1000, "bidir", "h1", "h2")
+    assert [(x.ip, x.src, x.dst, x.pps) for x in f] == [
+        (4, "h1", "h2", 500), (6, "h1", "h2", 500), (4, "h2", "h1", 500), (6, "h2", "h1", 500)]
+
+
+@pytest.mark.parametrize(("payload", "mtu", "n"), [
+    (1480, 1500, 1), (1481, 1500, 2), (1480, 68, 31), (880, 100, 11), (1480, 500, 4),
+    (90, 100, 2), (80, 100, 1)])
+def test_expected_fragments(payload: int, mtu: int, n: int) -> None:
+    # the paper: a 1518-byte frame at MTU 68 makes 31 frames, a 918-byte one at 100 makes 11
+    assert stress.expected_fragments(payload, mtu) == n
+
+
+def test_stream_metrics_use_the_senders_real_time() -> None:
+    doc = {"duration_s": 1.0, "cpu": {"router_cpu_pct": 5.0, "hosts_napi_cpu_pct": 1.0,
+                                      "router_ns": 2_000_000},
+           "flows": [{"ip": 4, "attempted": 1000, "received": 990, "offered_pps": 1000,
+                      "sender_pps": 500, "elapsed_s": 2.0, "udp_data": 100},
+                     {"ip": 6, "attempted": 1000, "received": 1000, "offered_pps": 1000,
+                      "sender_pps": 1000, "elapsed_s": 1.0, "udp_data": 80}]}
+    m = stress.stream_metrics(doc)
+    assert m["received_pps"] == pytest.approx(995.0)
+    assert m["loss_percent"] == pytest.approx(0.5)
+    assert m["v4_loss_percent"] == pytest.approx(1.0) and m["v6_loss_percent"] == 0
+    assert m["received_bps"] == pytest.approx((990 * 100 + 1000 * 80) * 8 / 2.0)
+    assert m["router_us_per_packet"] == pytest.approx(2000.0 / 1990)
+
+
+def test_acl_ruleset_has_a_counter_first_on_every_line() -> None:
+    text = acl.ruleset(25, "both", "eth0", "eth1", {4: "198.18.1.2", 6: "2001:2:0:1::2"})
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("counter")]
+    assert len(lines) == 25 * 4  # (in, out) x (v4, v6)
+    assert sum("accept" in ln for ln in lines) == 4
+    assert "counter ip daddr 198.18.1.2 accept" in lines
+    assert "counter ip6 daddr 2001:db8::24 drop" in lines
+    assert 'iifname "eth0" meta nfproto ipv4 jump acl_in4' in text
+    assert 'oifname "eth1" meta nfproto ipv6 jump acl_out6' in text
+    one = acl.ruleset(1, "out", "eth0", "eth1", {6: "2001:2:0:1::2"})
+    assert "prerouting" not in one and "drop" not in one
+    with pytest.raises(ValueError):
+        acl.ruleset(0, "in", "a", "b", {})
+
+
+def test_acl_rule_counters_from_nft_json() -> None:
+    doc = {"nftables": [
+        {"metainfo": {}}, {"table": {}},
+        {"rule": {"chain": "acl_in4", "handle": 3, "expr": [
+            {"counter": {"packets": 7, "bytes": 700}}, {"match": {}}, {"drop": None}]}},
+        {"rule": {"chain": "acl_in4", "handle": 4, "expr": [
+            {"match": {}}, {"counter": {"packets": 5, "bytes": 500}}, {"accept": None}]}},
+        {"rule": {"chain": "acl_in", "handle": 2, "expr": [{"match": {}}, {"jump": {}}]}}]}
+    got = acl.rule_counters(json.dumps(doc))
+    assert [(c["handle"], c["packets"], c["first"]) for c in got] == [(3, 7, True), (4, 5, False)]
+    m = acl.walked_metrics(got, {4})
+    assert m == {"acl_rule_visits": 12.0, "acl_min_rule_packets": 5.0, "acl_lines": 2.0}
+    assert acl.walked_metrics(got, {6})["acl_min_rule_packets"] == 0
+
+
+@pytest.mark.parametrize("variant", exthdr.VARIANTS)
+def test_exthdr_packets_carry_their_chain(variant: str) -> None:
+    pkt = exthdr.build(variant, "2001:2::1", "2001:2:0:1::2", "2001:2::2", 10)
+    assert exthdr.chain_of(pkt) == exthdr.EXPECTED[variant]
+    raw = bytes(pkt)
+    assert raw[0] >> 4 == 6
+    # the frame-size arithmetic fills exactly the asked Ethernet frame
+    data = exthdr.data_for_frame(variant, 1280)
+    full = exthdr.build(variant, "2001:2::1", "2001:2:0:1::2", "2001:2::2", data)
+    assert len(bytes(full)) + 18 == 1280
+
+
+def test_exthdr_rh0_and_srh_go_to_the_router() -> None:
+    rh0 = exthdr.build("rh0", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 4)
+    assert rh0.dst == "2001:2::2" and rh0.getlayer("IPv6ExtHdrRouting").type == 0
+    srh = exthdr.build("srh", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 4)
+    seg = srh.getlayer("IPv6ExtHdrSegmentRouting")
+    assert seg.type == 4 and seg.segleft == 1 and seg.addresses == ["2001:2:0:1::2", "2001:2::2"]
+    with pytest.raises(ValueError, match="cannot hold"):
+        exthdr.data_for_frame("dest20", 100)
+
+
+def test_echo_requests_are_icmp(tmp_path: Path) -> None:
+    e4 = exthdr.build("echo4", "198.18.1.2", "", "198.18.1.1", 100)
+    e6 = exthdr.build("echo6", "2001:2:0:1::2", "", "2001:2:0:1::1", 100)
+    assert e4.getlayer("ICMP").type == 8 and e4.dst == "198.18.1.1"
+    assert e6.haslayer("ICMPv6EchoRequest") and len(bytes(e6)) == 40 + 8 + 100
+
+
+def test_capture_chain_reads_a_pcap(tmp_path: Path) -> None:
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    pkts = [Ether() / exthdr.build("four", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 8),
+            Ether() / exthdr.build("srh", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 8)]
+    f = tmp_path / "c.pcap"
+    wrpcap(str(f), pkts)
+    got = exthdr.capture_chain(str(f))
+    assert got[0]["chain"] == list(exthdr.EXPECTED["four"])
+    assert got[1]["segleft"] == 1
+
+
+def test_schedstat_and_features() -> None:
+    assert routercpu.parse_schedstat("123456 789 10\n") == 123456
+    feats = routercpu.features(json.dumps([{"ifname": "eth0", "generic-receive-offload":
+                                            {"active": True, "fixed": False},
+                                            "tcp-segmentation-offload": {"active": False}}]))
+    assert feats == {"generic-receive-offload": True, "tcp-segmentation-offload": False}
+
+
+def test_napi_threads_from_proc(tmp_path: Path) -> None:
+    for pid, comm in ((10, "napi/eth0-258\n"), (11, "kworker/0:1\n"), (12, "napi/eth1-259\n")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm)
+    (tmp_path / "self").mkdir()
+    assert routercpu.napi_threads(tmp_path) == {10: "napi/eth0-258", 12: "napi/eth1-259"}
+
+
+def test_reset_node_actions_cover_the_router_and_its_links() -> None:
+    from testbed.plan import compile_plan
+    from testbed.topology import load_topology
+
+    topo = load_topology(Path("topologies/one-router.toml"), {})
+    plan = compile_plan(topo, "t", netem_available=False)
+    acts = reset.node_actions(plan, "r1")
+    kinds = [type(a).__name__ for a in acts]
+    assert kinds[0] == "CreateNamespace" and kinds.count("AddVeth") == 2
+    # the hosts' ends get their addresses and default routes back
+    routes = [a for a in acts if type(a).__name__ == "AddRoute"]
+    assert {a.ns for a in routes} >= {"tb-t-h1", "tb-t-h2"}
+    assert not any(type(a).__name__ == "CreateNamespace" and a.ns != "tb-t-r1" for a in acts)
+
+
+def test_stress_kind_parameters_are_checked() -> None:
+    p = validate_params("load", {"ratio": "50/50", "frame_size": 64}, "f.toml", "m")
+    assert p["load"] == 0.5 and p["line_rate"] == "fastethernet"
+    with pytest.raises(SpecError, match=r"m\.frame_size"):
+        validate_params("load", {"frame_size": 60}, "f.toml", "m")
+    with pytest.raises(SpecError, match=r"m\.core_mtu"):
+        validate_params("fragment", {"core_mtu": 60}, "f.toml", "m")
+    with pytest.raises(SpecError, match=r"m\.variant"):
+        validate_params("exthdr", {"variant": "rh2"}, "f.toml", "m")
+    with pytest.raises(SpecError, match=r"m\.acl"):
+        validate_params("acl", {"acl": False, "rules": 25}, "f.toml", "m")
+    with pytest.raises(SpecError, match=r"m\.method"):
+        validate_params("reset", {"method": "reboot"}, "f.toml", "m")
+
+
+def test_stream_metrics_of_a_shared_receiver_give_the_mixed_streams_ipd() -> None:
+    doc = {"duration_s": 1.0, "cpu": None,
+           "flows": [{"ip": 4, "attempted": 500, "received": None, "offered_pps": 500,
+                      "sender_pps": 500, "elapsed_s": 1.0, "udp_data": 1472},
+                     {"ip": 6, "attempted": 500, "received": None, "offered_pps": 500,
+                      "sender_pps": 500, "elapsed_s": 1.0, "udp_data": 1452}],
+           "receivers": [{"dst": "h2", "flows": [0, 1], "attempted": 1000, "received": 990,
+                          "udp_bits": 1462 * 8.0,
+                          "ipd": {"n": 989, "mean_us": 1000.0, "median_us": 990.0,
+                                  "p99_us": 1500.0, "stdev_us": 50.0}}]}
+    m = stress.stream_metrics(doc)
+    assert m["received"] == 990 and m["loss_percent"] == pytest.approx(1.0)
+    assert m["ipd_mean_us"] == 1000.0 and "v4_loss_percent" not in m
