@@ -20,24 +20,9 @@ from testbed.measure.kinds.base import (
     validate,
 )
 
-__all__ = [
-    "KINDS",
-    "Context",
-    "Kind",
-    "Measured",
-    "Metric",
-    "Param",
-    "TestbedLike",
-    "UndeclaredMetric",
-    "check_value",
-    "declared",
-    "discover",
-    "get",
-    "measure",
-    "units_of",
-    "validate",
-    "validate_params",
-]
+__all__ = ["KINDS", "Context", "Kind", "Measured", "Metric", "Param", "TestbedLike",
+           "UndeclaredMetric", "check_value", "declared", "discover", "get", "measure",
+           "units_of", "validate", "validate_params"]
 
 
 def discover(path: Sequence[str], package: str) -> dict[str, Kind]:
@@ -84,8 +69,7 @@ def measure(kind: str, tb: TestbedLike, params: Mapping[str, Any], ctx: Context)
     if bad:
         raise UndeclaredMetric(
             f"measurement kind {kind} returned undeclared metrics {', '.join(sorted(bad))}: "
-            f"declare them (name, unit, meaning) in testbed/measure/kinds/{kind}.py"
-        )
+            f"declare them (name, unit, meaning) in testbed/measure/kinds/{kind}.py")
     return m
 
 

@@ -160,10 +160,8 @@ def _rows(text: str, columns: int, what: str) -> list[list[str]]:
     for line in text.strip().splitlines():
         cells = [c.strip() for c in line.split(" | ")]
         if len(cells) != columns:
-            raise ValueError(
-                f"{what} table row {line.strip()!r}: {columns} cells separated by "
-                f"' | ' expected, got {len(cells)}"
-            )
+            raise ValueError(f"{what} table row {line.strip()!r}: {columns} cells separated by "
+                             f"' | ' expected, got {len(cells)}")
         rows.append(cells)
     return rows
 
@@ -191,9 +189,8 @@ def param_table(text: str) -> tuple[Param, ...]:
             top = float(_toml_value(allowed[4:].replace("_", ""), where))
         elif allowed:
             choices = tuple(_choice(c.strip(), where) for c in allowed.split(","))
-        out.append(
-            Param(name, type_, _toml_value(default, where) if default else None, doc, choices, top)
-        )
+        out.append(Param(name, type_, _toml_value(default, where) if default else None, doc,
+                         choices, top))
     return tuple(out)
 
 
@@ -288,19 +285,14 @@ def check_value(p: Param, v: Any, file: str, key: str) -> None:
         raise _bad(file, key, v, 'a list of program names, e.g. ["tayga"]')
     if t in ("int", "ip"):
         hi = int(p.max) if p.max is not None else None
-        if not (
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 and (hi is None or v <= hi)
-        ):
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                and (hi is None or v <= hi)):
             raise _bad(file, key, v, f"an integer from 1 to {hi}" if hi else "an integer >= 1")
     if t == "size" and not (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65535):
         raise _bad(file, key, v, "a size in bytes from 1 to 65535")
     if t == "number" and not (is_num and v > 0 and (p.max is None or v <= p.max)):
-        raise _bad(
-            file,
-            key,
-            v,
-            "a number above 0" + (f" and at most {p.max:g}" if p.max is not None else ""),
-        )
+        raise _bad(file, key, v, "a number above 0"
+                   + (f" and at most {p.max:g}" if p.max is not None else ""))
     if t == "ratio" and not _is_ratio(v):
         raise _bad(file, key, v, 'IPv4/IPv6 percentages such as "100/0", "90/10", "50/50"')
     if t == "rate":
@@ -313,12 +305,8 @@ def declared(kind: Kind, name: str, file: str, key: str) -> Param:
     """The declaration of parameter `name`, or SpecError(file, key.name) listing the others."""
     p = kind.param(name)
     if p is None:
-        raise SpecError(
-            file,
-            f"{key}.{name}",
-            f"unknown parameter of {kind.name}",
-            ", ".join(sorted(kind.param_names)),
-        )
+        raise SpecError(file, f"{key}.{name}", f"unknown parameter of {kind.name}",
+                        ", ".join(sorted(kind.param_names)))
     return p
 
 
@@ -386,9 +374,8 @@ def one_size(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     """At most one way of giving the size; a given one replaces another's default."""
     named = [n for n in SIZES if given.get(n) is not None]
     if len(named) > 1:
-        raise ParamProblem(
-            "", f"give only one of {', '.join(named)}", "one of frame_size, ip_payload, size"
-        )
+        raise ParamProblem("", f"give only one of {', '.join(named)}",
+                           "one of frame_size, ip_payload, size")
     if named:
         for n in SIZES:
             if n in out and n != named[0]:
@@ -403,28 +390,20 @@ def fits(out: Mapping[str, Any], ips: Sequence[int], probe: str) -> None:
             continue
         frame = out.get("frame_size")
         if frame is not None and probe != "tcp":
-            what, need = (
-                ("an ICMP echo request", ping.ICMP_HEADER)
-                if probe == "icmp"
-                else ("one byte of UDP data", ping.UDP_HEADER + 1)
-            )
+            what, need = (("an ICMP echo request", ping.ICMP_HEADER) if probe == "icmp"
+                          else ("one byte of UDP data", ping.UDP_HEADER + 1))
             hdr = ping.ETH_HEADER_FCS + ping.IP_HEADER[ip]
             if int(frame) < hdr + need:
                 raise ParamProblem(
-                    "frame_size",
-                    f"a {frame}-byte frame cannot carry {what} over IPv{ip} (ip = {ip})",
-                    f"frame_size >= {hdr + need} for IPv{ip}; a global [sweep] "
-                    "ip applies to every measurement that takes ip",
-                )
+                    "frame_size", f"a {frame}-byte frame cannot carry {what} over IPv{ip} "
+                    f"(ip = {ip})", f"frame_size >= {hdr + need} for IPv{ip}; a global [sweep] "
+                    "ip applies to every measurement that takes ip")
         payload = out.get("ip_payload")
         if payload is not None:
             need = 21 if probe == "tcp" else 9
             if int(payload) < need:
-                raise ParamProblem(
-                    "ip_payload",
-                    f"{payload} bytes leave no message bytes after the headers",
-                    f"ip_payload >= {need}",
-                )
+                raise ParamProblem("ip_payload", f"{payload} bytes leave no message bytes after "
+                                   "the headers", f"ip_payload >= {need}")
 
 
 def ip_payload_and_data(p: Mapping[str, Any], ip: int, default_data: int = 18) -> tuple[int, int]:
@@ -505,12 +484,8 @@ class Server:
         try:
             waiting.wait_process(self.proc.popen, waiting.process_timeout(timeout_s) or 1e9)
         except subprocess.TimeoutExpired:
-            raise DaemonError(
-                self.what,
-                self.node,
-                f"did not end within {timeout_s:g} s",
-                "is the client reaching it? see `testbed doctor`",
-            ) from None
+            raise DaemonError(self.what, self.node, f"did not end within {timeout_s:g} s",
+                              "is the client reaching it? see `testbed doctor`") from None
         if self.output is None or not self.output.exists():
             raise DaemonError(self.what, self.node, "ended without writing its result")
         return json_doc(self.output.read_text(), [str(self.output)], self.node, self.what)
@@ -535,9 +510,8 @@ def serve(
     (`Server.result()` waits for its end and reads it); otherwise its output is discarded."""
     port = ctx.port()
     out = ctx.folder(tb) / f"{name}-{port}.json" if output else None
-    proc = tb.popen(
-        node, argv(port, out), name=name, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    proc = tb.popen(node, argv(port, out), name=name, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)
     try:
         wait_listening(tb, node, port, proto, proc, what=what)
         yield Server(node, port, proc, what, out)
@@ -547,9 +521,8 @@ def serve(
             out.unlink(missing_ok=True)
 
 
-def run_client(
-    tb: TestbedLike, node: str, argv: list[str], *, timeout_s: float, what: str
-) -> dict[str, Any]:
+def run_client(tb: TestbedLike, node: str, argv: list[str], *, timeout_s: float,
+               what: str) -> dict[str, Any]:
     """Run a client to its end in `node` and read the JSON document it prints."""
     out = tb.run(node, argv, timeout=waiting.process_timeout(timeout_s))
     return json_doc(out.stdout, argv, node, what)
@@ -560,13 +533,11 @@ def json_doc(text: str, argv: Sequence[str], node: str, what: str) -> dict[str, 
     try:
         doc = json.loads(text)
     except json.JSONDecodeError:
-        raise CommandError(
-            list(argv), 0, f"{what} printed no JSON document: {text[:300]!r}", f"node {node}"
-        ) from None
+        raise CommandError(list(argv), 0, f"{what} printed no JSON document: {text[:300]!r}",
+                           f"node {node}") from None
     if not isinstance(doc, dict):
-        raise CommandError(
-            list(argv), 0, f"{what} printed {type(doc).__name__}, not an object", f"node {node}"
-        )
+        raise CommandError(list(argv), 0, f"{what} printed {type(doc).__name__}, not an object",
+                           f"node {node}")
     return doc
 
 
@@ -575,9 +546,8 @@ def json_doc(text: str, argv: Sequence[str], node: str, what: str) -> dict[str, 
 TOOLS_NEVER_SAMPLED = ("ss", "ip", "sleep", "sh", "bash")
 
 
-def feature_pids(
-    tb: TestbedLike, names: Sequence[str] | None, exclude: Sequence[str] = ()
-) -> dict[str, int]:
+def feature_pids(tb: TestbedLike, names: Sequence[str] | None,
+                 exclude: Sequence[str] = ()) -> dict[str, int]:
     """`program@node` -> pid of the programs to sample in the testbed's namespaces: those named
     in `names`, or (None) every process there but the measurement's own (`exclude`)."""
     from testbed import netlink

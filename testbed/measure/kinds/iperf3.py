@@ -33,21 +33,9 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     results = {}
     with ExitStack() as stack:
         servers = [
-            (
-                ip_v,
-                share,
-                stack.enter_context(
-                    base.serve(
-                        tb,
-                        ctx,
-                        p["server"],
-                        lambda port, _out: iperf.server_argv(port),
-                        proto="tcp",
-                        what="iperf3 server",
-                        name="iperf3-server",
-                    )
-                ),
-            )
+            (ip_v, share, stack.enter_context(base.serve(
+                tb, ctx, p["server"], lambda port, _out: iperf.server_argv(port),
+                proto="tcp", what="iperf3 server", name="iperf3-server")))
             for ip_v, share in flows(p)
         ]
         cpu = stack.enter_context(base.cpu_window(tb, p, KIND))
@@ -59,25 +47,13 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
             elif p.get("ip_payload") is not None or p.get("frame_size") is not None:
                 length = base.ip_payload_and_data(p, ip_v)[1]
             argv = iperf.client_argv(
-                tb.address(p["server"], ip_v),
-                port=srv.port,
-                protocol=p["protocol"],
-                duration_s=duration,
-                length=length,
-                bitrate_bps=int(rate * share) if rate else None,
-                direction=p["direction"],
-                streams=int(p["streams"]),
-                ip=ip_v,
-                nodelay=bool(p.get("nodelay")),
+                tb.address(p["server"], ip_v), port=srv.port, protocol=p["protocol"],
+                duration_s=duration, length=length,
+                bitrate_bps=int(rate * share) if rate else None, direction=p["direction"],
+                streams=int(p["streams"]), ip=ip_v, nodelay=bool(p.get("nodelay")),
             )
-            proc = tb.popen(
-                p["client"],
-                argv,
-                name="iperf3-client",
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            proc = tb.popen(p["client"], argv, name="iperf3-client", stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
             stack.callback(proc.stop)
             clients.append((ip_v, argv, proc))
         for ip_v, argv, proc in clients:
@@ -122,13 +98,6 @@ v{ip}_lost_percent | % | UDP datagrams lost, v4 or v6 flow
 v{ip}_retransmits | count | TCP retransmissions, v4 or v6 flow
 """)
 
-KIND = base.Kind(
-    "iperf3",
-    "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
-    "`iperf3 -J`",
-    (*base.ENDPOINTS, *PARAMS, *base.CPU),
-    (*METRICS, *base.CPU_METRICS),
-    run,
-    check,
-    programs=("iperf3",),
-)
+KIND = base.Kind("iperf3", "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
+                 "`iperf3 -J`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check, programs=("iperf3",))

@@ -23,27 +23,19 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
         if p.get("frame_size") is not None
         else int(p.get("size") or 56)
     )
-    argv = ping.ping_argv(
-        tb.address(p["server"], ip_v),
-        ip=ip_v,
-        size=size,
-        count=int(p["count"]),
-        interval_s=float(p["interval"]),
-    )
-    proc = tb.run(
-        p["client"], argv, check=False, timeout=waiting.process_timeout(float(p["count"]) * 2 + 30)
-    )
+    argv = ping.ping_argv(tb.address(p["server"], ip_v), ip=ip_v, size=size,
+                          count=int(p["count"]), interval_s=float(p["interval"]))
+    proc = tb.run(p["client"], argv, check=False,
+                  timeout=waiting.process_timeout(float(p["count"]) * 2 + 30))
     r = ping.parse_ping(proc.stdout)
     metrics = {"loss_percent": r.loss_percent, "icmp_data": float(size)}
     if r.rtts_ms:
-        metrics.update(
-            {
-                "rtt_min_ms": min(r.rtts_ms),
-                "rtt_mean_ms": statistics.fmean(r.rtts_ms),
-                "rtt_max_ms": max(r.rtts_ms),
-                "rtt_median_ms": statistics.median(r.rtts_ms),
-            }
-        )
+        metrics.update({
+            "rtt_min_ms": min(r.rtts_ms),
+            "rtt_mean_ms": statistics.fmean(r.rtts_ms),
+            "rtt_max_ms": max(r.rtts_ms),
+            "rtt_median_ms": statistics.median(r.rtts_ms),
+        })
     return base.Measured(metrics, {"argv": argv, **r.to_dict()})
 
 
@@ -63,12 +55,5 @@ rtt_max_ms | ms | largest round trip
 rtt_median_ms | ms | median round trip
 """)
 
-KIND = base.Kind(
-    "ping",
-    "ICMP echo round trips (ping)",
-    "`ping` (text parser)",
-    (*base.ENDPOINTS, *PARAMS),
-    METRICS,
-    run,
-    check,
-)
+KIND = base.Kind("ping", "ICMP echo round trips (ping)", "`ping` (text parser)", (*base.ENDPOINTS,
+                 *PARAMS), METRICS, run, check)

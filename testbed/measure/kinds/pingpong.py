@@ -11,49 +11,25 @@ from testbed.measure.kinds import base
 TCP_HEADER = 20
 
 
-def exchange(
-    tb: base.TestbedLike,
-    node_srv: str,
-    node_cli: str,
-    host: str,
-    p: Mapping[str, Any],
-    ctx: base.Context,
-    size: int,
-    listen: str | None = None,
-) -> dict[str, Any]:
+def exchange(tb: base.TestbedLike, node_srv: str, node_cli: str, host: str, p: Mapping[str, Any],
+             ctx: base.Context, size: int, listen: str | None = None) -> dict[str, Any]:
     """One ping-pong run: a server in `node_srv`, the client in `node_cli` sending to `host`."""
     # client and server both spin when busy-polling: block when they would outnumber the CPUs
     busy, why = pingpong.choose_mode(bool(p["busy_poll"]), spinners=2)
     kw: dict[str, Any] = {"protocol": p["protocol"], "size": size, "busy_poll": busy}
     tcp = p["protocol"] == "tcp"
-    with base.serve(
-        tb,
-        ctx,
-        node_srv,
-        lambda port, _out: pingpong.argv(
-            ctx.python, "server", host=listen or host, port=port, **kw
-        ),
-        proto=p["protocol"],
-        what="ping-pong server",
-        name="pingpong-server",
-    ) as srv:
+    with base.serve(tb, ctx, node_srv,
+               lambda port, _out: pingpong.argv(ctx.python, "server", host=listen or host,
+                                                port=port, **kw),
+               proto=p["protocol"], what="ping-pong server", name="pingpong-server") as srv:
         doc = base.run_client(
-            tb,
-            node_cli,
-            pingpong.argv(
-                ctx.python,
-                "client",
-                host=host,
-                port=srv.port,
-                count=int(p["count"]),
-                timeout_s=10.0 if tcp else 1.0,
-                **kw,
-            ),
+            tb, node_cli,
+            pingpong.argv(ctx.python, "client", host=host, port=srv.port, count=int(p["count"]),
+                          timeout_s=10.0 if tcp else 1.0, **kw),
             # TCP never loses a reply, so its wait only guards against a dead peer; a UDP reply
             # later than 1 s counts as lost
             timeout_s=float(p["count"]) * (10.0 if tcp else 1.0) + 60,
-            what="ping-pong client",
-        )
+            what="ping-pong client")
     doc["mode_reason"] = why
     return doc
 
@@ -71,20 +47,9 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     base.fits(out, [int(out["ip"])], "tcp" if out.get("protocol") == "tcp" else "udp")
 
 
-OWD = (
-    "mean_us",
-    "min_us",
-    "max_us",
-    "median_us",
-    "p99_us",
-    "p999_us",
-    "stdev_us",
-    "typical_latency_us",
-    "worst_case_latency_us",
-    "pdv_p99_us",
-    "pdv_p999_us",
-    "ipdv_mean_us",
-)
+OWD = ("mean_us", "min_us", "max_us", "median_us", "p99_us", "p999_us", "stdev_us",
+       "typical_latency_us", "worst_case_latency_us", "pdv_p99_us", "pdv_p999_us",
+       "ipdv_mean_us")
 RTT = ("mean_us", "min_us", "max_us", "median_us", "p99_us")
 
 
@@ -92,16 +57,8 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     ip_v = int(p["ip"])
     size = message_size(p)
     with base.cpu_window(tb, p, KIND) as cpu:
-        doc = exchange(
-            tb,
-            p["server"],
-            p["client"],
-            tb.address(p["server"], ip_v),
-            p,
-            ctx,
-            size,
-            listen=base.listen_address(tb, p["server"], ip_v),
-        )
+        doc = exchange(tb, p["server"], p["client"], tb.address(p["server"], ip_v), p, ctx, size,
+                       listen=base.listen_address(tb, p["server"], ip_v))
     owd = doc["owd"]
     metrics = {f"owd_{k}": float(owd[k]) for k in OWD if k in owd}
     # the round trip itself, as zeadally-2004 reports it (owd_* are RTT/2)
@@ -119,16 +76,13 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
         overhead.pop("rtts_ns", None)
     if not p.get("keep_samples", True):
         doc.pop("rtts_ns", None)
-    return base.Measured(
-        metrics,
-        {
-            "probe": doc,
-            "probe_overhead_loopback": overhead,
-            "overhead_note": "the same probe over loopback in the client's namespace: its own "
-            "cost, included in every OWD above",
-            "cpu": cpu or None,
-        },
-    )
+    return base.Measured(metrics, {
+        "probe": doc,
+        "probe_overhead_loopback": overhead,
+        "overhead_note": "the same probe over loopback in the client's namespace: its own "
+        "cost, included in every OWD above",
+        "cpu": cpu or None,
+    })
 
 
 PARAMS = base.param_table("""
@@ -166,12 +120,6 @@ probe_overhead_median_us | us | median OWD of the probe over loopback
 probe_overhead_mean_us | us | mean OWD of the probe over loopback
 """)
 
-KIND = base.Kind(
-    "pingpong",
-    "ping-pong one-way delay probe (OWD = RTT/2)",
-    "`python -m testbed.measure.pingpong`",
-    (*base.ENDPOINTS, *PARAMS, *base.CPU),
-    (*METRICS, *base.CPU_METRICS),
-    run,
-    check,
-)
+KIND = base.Kind("pingpong", "ping-pong one-way delay probe (OWD = RTT/2)",
+                 "`python -m testbed.measure.pingpong`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check)

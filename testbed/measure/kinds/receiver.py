@@ -23,39 +23,17 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     pps = rate / (8.0 * n)
     duration = float(p["duration"])
     listen = base.listen_address(tb, p["server"], ip_v)
-    with base.serve(
-        tb,
-        ctx,
-        p["server"],
-        lambda port, out: udpprobe.recv_argv(
-            ctx.python,
-            host=listen,
-            port=port,
-            out=str(out),
-            idle_s=0.5,
-            max_wait_s=duration + 10,
-            timestamps=True,
-        ),
-        proto="udp",
-        what="udp receiver",
-        name="udpprobe-recv",
-        output=True,
-    ) as rx:
+    with base.serve(tb, ctx, p["server"],
+               lambda port, out: udpprobe.recv_argv(
+                   ctx.python, host=listen, port=port, out=str(out), idle_s=0.5,
+                   max_wait_s=duration + 10, timestamps=True),
+               proto="udp", what="udp receiver", name="udpprobe-recv", output=True) as rx:
         with base.cpu_window(tb, p, KIND) as cpu:
             sent = base.run_client(
-                tb,
-                p["client"],
-                udpprobe.send_argv(
-                    ctx.python,
-                    host=tb.address(p["server"], ip_v),
-                    port=rx.port,
-                    size=data,
-                    pps=pps,
-                    duration_s=duration,
-                ),
-                timeout_s=duration * 3 + 30,
-                what="udp sender",
-            )
+                tb, p["client"],
+                udpprobe.send_argv(ctx.python, host=tb.address(p["server"], ip_v),
+                                   port=rx.port, size=data, pps=pps, duration_s=duration),
+                timeout_s=duration * 3 + 30, what="udp sender")
         got = rx.result(duration + 30)
     timing = got["timing"]
     ipd = timing["ipd"]
@@ -94,12 +72,6 @@ ipd_p99_us | us | 99th percentile inter-packet delay
 ipd_stdev_us | us | standard deviation of the inter-packet delay
 """)
 
-KIND = base.Kind(
-    "receiver",
-    "receiver-side packets/s and inter-packet delay",
-    "`udpprobe` with arrival times",
-    (*base.ENDPOINTS, *PARAMS, *base.CPU),
-    (*METRICS, *base.CPU_METRICS),
-    run,
-    check,
-)
+KIND = base.Kind("receiver", "receiver-side packets/s and inter-packet delay",
+                 "`udpprobe` with arrival times", (*base.ENDPOINTS, *PARAMS, *base.CPU),
+                 (*METRICS, *base.CPU_METRICS), run, check)

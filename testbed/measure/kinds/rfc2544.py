@@ -49,31 +49,17 @@ def udp_trial(
     def once(rate: float) -> search.TrialOutcome:
         pps = rate / (8.0 * n)
         with base.serve(
-            tb,
-            ctx,
-            p["server"],
+            tb, ctx, p["server"],
             lambda port, out: udpprobe.recv_argv(
-                ctx.python,
-                host=listen,
-                port=port,
-                out=str(out),
-                idle_s=float(p["drain_s"]),
-                max_wait_s=duration + 10,
-            ),
-            proto="udp",
-            what="udp receiver",
-            name="udpprobe-recv",
-            output=True,
+                ctx.python, host=listen, port=port, out=str(out), idle_s=float(p["drain_s"]),
+                max_wait_s=duration + 10),
+            proto="udp", what="udp receiver", name="udpprobe-recv", output=True,
         ) as rx:
             sent = base.run_client(
-                tb,
-                p["client"],
-                udpprobe.send_argv(
-                    ctx.python, host=dst, port=rx.port, size=data, pps=pps, duration_s=duration
-                ),
-                timeout_s=duration * 3 + 30,
-                what="udp sender",
-            )
+                tb, p["client"],
+                udpprobe.send_argv(ctx.python, host=dst, port=rx.port, size=data, pps=pps,
+                                   duration_s=duration),
+                timeout_s=duration * 3 + 30, what="udp sender")
             got = rx.result(duration + 30)
         # Both clocks are CLOCK_MONOTONIC of this machine. (Kernel receive stamps are not used:
         # across veth and namespaces they can carry the sender's time, hiding the queue.)
@@ -100,11 +86,8 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     base.one_size(out, given)
     base.fits(out, [int(out["ip"])], "udp")
     if base.ip_payload_and_data(out, int(out["ip"]))[1] < 1:
-        raise base.ParamProblem(
-            "frame_size",
-            "leaves no byte of UDP data",
-            "a frame or payload that carries at least one byte of UDP data",
-        )
+        raise base.ParamProblem("frame_size", "leaves no byte of UDP data",
+                           "a frame or payload that carries at least one byte of UDP data")
 
 
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
@@ -134,12 +117,9 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     }
     with base.cpu_window(tb, p, KIND) as cpu:
         if p["test"] in ("throughput", "both"):
-            res = search.throughput_search(
-                trial,
-                max_rate=max_rate,
-                resolution=float(p["resolution"]) * max_rate,
-                max_late_s=max_late_s(p),
-            )
+            res = search.throughput_search(trial, max_rate=max_rate,
+                                           resolution=float(p["resolution"]) * max_rate,
+                                           max_late_s=max_late_s(p))
             result["throughput"] = res.to_dict()
             if res.throughput is not None:
                 metrics["throughput_bps"] = res.throughput
@@ -187,12 +167,6 @@ frame_loss_steps | count | frame loss steps run
 frame_loss_start_generator_short | flag | 1: the sender could not offer the line rate
 """)
 
-KIND = base.Kind(
-    "rfc2544",
-    "RFC 2544/5180 zero-loss throughput search and frame loss rate",
-    "built-in paced UDP sender + receiver (`testbed.measure.udpprobe`)",
-    (*base.ENDPOINTS, *PARAMS, *base.CPU),
-    (*METRICS, *base.CPU_METRICS),
-    run,
-    check,
-)
+KIND = base.Kind("rfc2544", "RFC 2544/5180 zero-loss throughput search and frame loss rate",
+                 "built-in paced UDP sender + receiver (`testbed.measure.udpprobe`)",
+                 (*base.ENDPOINTS, *PARAMS, *base.CPU), (*METRICS, *base.CPU_METRICS), run, check)

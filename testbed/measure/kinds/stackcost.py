@@ -12,28 +12,14 @@ from testbed.measure.kinds import base
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     listen = base.listen_address(tb, p["server"], ip_v)
-    with base.serve(
-        tb,
-        ctx,
-        p["server"],
-        lambda port, _out: stackcost.argv(ctx.python, "server", host=listen, port=port),
-        proto="tcp",
-        what="stack-cost server",
-        name="stackcost-server",
-    ) as srv:
+    with base.serve(tb, ctx, p["server"],
+               lambda port, _out: stackcost.argv(ctx.python, "server", host=listen, port=port),
+               proto="tcp", what="stack-cost server", name="stackcost-server") as srv:
         doc = base.run_client(
-            tb,
-            p["client"],
-            stackcost.argv(
-                ctx.python,
-                "client",
-                host=tb.address(p["server"], ip_v),
-                port=srv.port,
-                count=int(p["count"]),
-            ),
-            timeout_s=float(p["count"]) + 120,
-            what="stack-cost client",
-        )
+            tb, p["client"],
+            stackcost.argv(ctx.python, "client", host=tb.address(p["server"], ip_v),
+                           port=srv.port, count=int(p["count"])),
+            timeout_s=float(p["count"]) + 120, what="stack-cost client")
     metrics = {
         "tcp_socket_create_us": doc["tcp_socket_create"]["median_us"],
         "udp_socket_create_us": doc["udp_socket_create"]["median_us"],
@@ -56,11 +42,5 @@ connection_cycle_us | us | median socket + connect + close
 connections_per_s | conn/s | TCP connections opened and closed per second
 """)
 
-KIND = base.Kind(
-    "stackcost",
-    "socket creation, TCP connect, connections per second",
-    "`python -m testbed.measure.stackcost`",
-    (*base.ENDPOINTS, *PARAMS),
-    METRICS,
-    run,
-)
+KIND = base.Kind("stackcost", "socket creation, TCP connect, connections per second",
+                 "`python -m testbed.measure.stackcost`", (*base.ENDPOINTS, *PARAMS), METRICS, run)
