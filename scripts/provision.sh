@@ -12,6 +12,7 @@ PACKAGES=(
     iperf3 tayga isatapd radvd jool-tools jool-dkms dkms
     linux-image-amd64 linux-headers-amd64 qemu-system-x86 busybox-static
     unbound tcpdump nftables iproute2 iputils-ping procps kmod ethtool
+    dnsmasq-base isc-dhcp-client
     python3-venv python3-pip
 )
 say() { printf 'provision: %s\n' "$*"; }

@@ -13,7 +13,9 @@ from typing import Any
 
 from testbed import netlink, processes
 
-KERNEL_FEATURES = ("netns", "veth", "tbf", "htb", "netem", "sit", "tun", "jool", "nftables")
+KERNEL_FEATURES = (
+    "netns", "veth", "tbf", "htb", "netem", "sit", "tun", "jool", "nftables", "hfsc", "esp",
+)  # fmt: skip
 # Programs of the core; each node feature declares its own (testbed.features, `programs`).
 BINARIES: dict[str, tuple[str, str]] = {
     # capability: (program, Debian package)
@@ -23,7 +25,7 @@ BINARIES: dict[str, tuple[str, str]] = {
     "virtme-ng": ("vng", "virtme-ng (pip)"),
 }
 # Kernel features the full-kernel tier (testbed vm) brings when the host lacks them.
-VM_PROVIDES = {"netem", "sit", "jool", "tun", "tbf", "htb", "nftables"}
+VM_PROVIDES = {"netem", "sit", "jool", "tun", "tbf", "htb", "nftables", "hfsc", "esp"}
 MODULE_OF = {
     "netem": "sch_netem",
     "sit": "sit",
@@ -31,6 +33,8 @@ MODULE_OF = {
     "tun": "tun",
     "tbf": "sch_tbf",
     "htb": "sch_htb",
+    "hfsc": "sch_hfsc",
+    "esp": "esp4, esp6",
     "nftables": "nf_tables",
     "veth": "veth",
 }
@@ -113,6 +117,7 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
                 "24",
             ],
             "htb": ["htb", "default", "1"],
+            "hfsc": ["hfsc", "default", "1"],
             "netem": ["netem", "delay", "1ms", "rate", "10mbit", "24"],  # overhead: positional
         }
         for name, args in qdiscs.items():
@@ -151,6 +156,7 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
             if t.returncode == 0
             else f"{_msg(t)} (module tun, /dev/net/tun)",
         )
+        results["esp"] = _probe_esp(ns)
         if shutil.which("nft"):
             n = processes.run(processes.ns_argv(ns, ["nft", "list", "tables"]), check=False)
             results["nftables"] = (
@@ -169,6 +175,18 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
         else "no jool module for this kernel (package jool-dkms builds it)",
     )
     return results
+
+
+def _probe_esp(ns: str) -> tuple[bool, str]:
+    """An ESP security association for IPv4 and one for IPv6 (the kernel refuses them with
+    "Protocol not supported" without esp4/esp6); removed with the scratch namespace."""
+    for src, dst in (("192.0.2.1", "192.0.2.2"), ("2001:db8::1", "2001:db8::2")):
+        x = _ip(["-n", ns, "xfrm", "state", "add", "src", src, "dst", dst, "proto", "esp",
+                 "spi", "0x100", "mode", "tunnel", "aead", "rfc4106(gcm(aes))",
+                 "0x" + "11" * 20, "128"])  # fmt: skip
+        if x.returncode != 0:
+            return False, f"{_msg(x)} (modules esp4, esp6)"
+    return True, "added ESP security associations (IPv4 and IPv6)"
 
 
 def probe() -> dict[str, Capability]:

@@ -38,6 +38,7 @@ EXPERIMENTS: dict[str, str] = {
     "transition": "quintero-2016",
     "quintero-2016": "quintero-2016",
     "gometz-2015": "gometz-2015",
+    "gometz-2015-kernel": "gometz-2015",
     "dobrinov-2016": "dobrinov-2016",
     "zeadally-2004": "zeadally-2004",
 }
@@ -841,10 +842,59 @@ def _router_feature(missing: str) -> Callable[[Data], Outcome]:
     return check
 
 
-def go_10(_: Data) -> Outcome:
-    return Outcome("not measurable here", "", "VyOS and pfSense are not emulated (Linux only); "
-                   "the analogue, router profiles (plain forwarding, conntrack, nftables rule "
-                   "sets), is not measured yet")
+def _feature_claim(parts: Sequence[tuple[str, int]], what: str) -> Callable[[Data], Outcome]:
+    """A go:6-go:9 claim from the featurecheck trials: holds when every (check, IP version)
+    of `parts` works in every trial; "not measured" names the parts this tier could not build
+    (IPsec and HFSC need the full-kernel tier) or that were not run."""
+
+    def check(d: Data) -> Outcome:
+        got: dict[tuple[str, int], list[str]] = {}
+        for r in d.select("featurecheck"):
+            res = r.result if isinstance(r.result, dict) else {}
+            got.setdefault((str(res.get("feature")), int(res.get("ip", 0))), []).append(
+                str(res.get("status")))
+        if not any(k in got for k in parts):
+            return _not_measured(f"featurecheck trials of {what}")
+        ev, failing, missing = [], [], []
+        for check_name, ip in parts:
+            st = got.get((check_name, ip), [])
+            label = f"{check_name} IPv{ip}"
+            if not st or all(x == "not supported" for x in st):
+                missing.append(label)
+                continue
+            st = [x for x in st if x != "not supported"]  # another tier could build it
+            n_ok = st.count("works")
+            ev.append(f"{label}: {n_ok}/{len(st)} work")
+            if n_ok < len(st):
+                failing.append(label)
+        evidence = "; ".join(ev)
+        if failing:
+            return _verdict(False, evidence, "failed its traffic check: " + ", ".join(failing))
+        if missing:
+            return Outcome("not measured", evidence, "not measured here: " + ", ".join(missing)
+                           + " (not supported on this tier or not run; ipsec and qos-hfsc "
+                           "need the full-kernel tier)")
+        return _verdict(True, evidence)
+
+    return check
+
+
+def go_10(d: Data) -> Outcome:
+    thr: dict[tuple[str, int], list[float]] = {}
+    for r in d.select("routerprofile"):
+        if "throughput_bps" in r.metrics:
+            thr.setdefault((str(param(r, "profile")), int(param(r, "ip") or 4)), []).append(
+                r.metrics["throughput_bps"])
+    ev = []
+    for (prof, ip), v in sorted(thr.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        base = thr.get(("plain", ip))
+        if prof != "plain" and base:
+            ev.append(f"IPv{ip} {prof}/plain throughput "
+                      f"{statistics.fmean(v) / statistics.fmean(base):.2f}")
+    return Outcome("not measurable here", "; ".join(ev), "VyOS and pfSense are not emulated "
+                   "(Linux only); the analogue, router profiles (plain forwarding, conntrack, "
+                   "firewall, NAT), is in the report's profile table"
+                   + ("" if ev else " once the routerprofile measurement has run"))
 
 
 # --- dobrinov-2016 ---------------------------------------------------------------------------
@@ -1428,10 +1478,12 @@ CHECKS: dict[str, Callable[[Data], Outcome]] = {
     "qu:1": qu_1, "qu:2": qu_2, "qu:3": qu_3, "qu:4": qu_4, "qu:5": qu_5, "qu:6": qu_6,
     "qu:7": qu_7, "qu:8": qu_8, "qu:9": qu_9, "qu:10": qu_10, "qu:11": _cross_os,
     "go:1": go_1, "go:2": go_2, "go:3": go_3, "go:4": go_4, "go:5": go_5,
-    "go:6": _router_feature("a probe of the router's NAT and NPTv6 (later issue)"),
-    "go:7": _router_feature("a probe of the router's DHCP server/relay and DHCPv6 (later issue)"),
-    "go:8": _router_feature("a probe of the router's IPv4/IPv6 firewall rules (later issue)"),
-    "go:9": _router_feature("a probe of IPsec and of HTB/HFSC QoS on the router (later issue)"),
+    "go:6": _feature_claim((("nat", 4), ("nat", 6), ("nptv6", 6)), "NAT and NPTv6"),
+    "go:7": _feature_claim((("dhcp-server", 4), ("dhcp-server", 6), ("dhcp-relay", 4),
+                            ("dhcp-relay", 6)), "DHCP server/relay and DHCPv6"),
+    "go:8": _feature_claim((("firewall", 4), ("firewall", 6)), "the firewall"),
+    "go:9": _feature_claim((("ipsec", 4), ("ipsec", 6), ("qos", 4), ("qos", 6),
+                            ("qos-hfsc", 4), ("qos-hfsc", 6)), "IPsec and HTB/HFSC QoS"),
     "go:10": go_10,
     "do:1": do_1, "do:2": do_2, "do:3": do_3, "do:4": do_4, "do:5": do_5,
     "do:6": do_6,

@@ -10,7 +10,7 @@ from typing import Final
 PAPER_EXPERIMENTS: Final[dict[str, tuple[str, ...]]] = {
     "gamess-morales": ("gamess-morales",),
     "quintero-2016": ("transition",),
-    "gometz-2015": ("gometz-2015",),
+    "gometz-2015": ("gometz-2015", "gometz-2015-kernel"),
     "dobrinov-2016": ("dobrinov-2016",),
     "zeadally-2004": ("zeadally-2004",),
 }

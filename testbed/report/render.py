@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import results
-from testbed.report import papers
+from testbed.report import features, papers
 from testbed.report.data import Dataset, load, run_clock, run_tier
 from testbed.report.figures import FIGURES, Figure, draw
 from testbed.report.tables import PaperTable, QuoteRow, gamess_tables, quote_rows
@@ -57,6 +57,8 @@ class Section:
     paper_tables: list[PaperTable] = field(default_factory=list)
     quotes: list[QuoteRow] = field(default_factory=list)
     claims: list[Any] = field(default_factory=list)  # testbed.report.claims.ClaimResult
+    feature_rows: list[Any] = field(default_factory=list)  # testbed.report.features.FeatureRow
+    profile_rows: list[Any] = field(default_factory=list)  # testbed.report.features.ProfileRow
     claims_note: str = ""
     runs: list[RunInfo] = field(default_factory=list)
     failed: list[FailedTrial] = field(default_factory=list)
@@ -147,6 +149,9 @@ def build(ds: Dataset, out: Path) -> Report:
             if paper == "gamess-morales":
                 sec.paper_tables = gamess_tables(ds)
             sec.quotes = quote_rows(ds, paper)
+            if paper == "gometz-2015":
+                sec.feature_rows = features.feature_matrix(trials, lambda t: ds.env(t).tier)
+                sec.profile_rows = features.profile_table(trials)
             sec.claims, sec.claims_note = _evaluate(paper, trials, runs)
         else:
             sec.claims_note = "this experiment reproduces no paper: no claims"

@@ -1,0 +1,393 @@
+"""Shared parts of the router features: option readers, nft counters, traffic for the checks."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from testbed import waiting
+from testbed.addressing import AddressPlan, Interface
+from testbed.errors import SpecError
+from testbed.features.base import Feature, Options
+from testbed.measure import iperf
+from testbed.measure.kinds.base import wait_listening
+
+IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class RouterTestbed(Protocol):
+    """What the router features' checks need of `testbed.testbed.Testbed` (a RouterTestbed
+    whose run() also takes stdin text, with a scratch folder)."""
+
+    @property
+    def topology(self) -> Any: ...
+
+    def netns(self, node: str) -> str: ...
+
+    def address(self, node: str, family: int, peer: str | None = None) -> str: ...
+
+    def run(
+        self,
+        node: str,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        timeout: float | None = None,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def popen(self, node: str, argv: Sequence[str], *, name: str = "", **popen_kw: Any) -> Any: ...
+
+    def qdiscs(self) -> list[dict[str, Any]]: ...
+
+    def scratch_dir(self) -> Path: ...
+
+
+# --- options ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a feature's options came from: the topology file and the table's key prefix."""
+
+    file: str
+    key: str  # e.g. "features[2]"
+
+    def error(self, option: str, problem: str, fix: str | None = None) -> SpecError:
+        return SpecError(self.file, f"{self.key}.{option}" if option else self.key, problem, fix)
+
+
+def str_opt(w: Where, table: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    value = table.get(key, default)
+    if value is None:
+        raise w.error(key, "missing", "a string")
+    if not isinstance(value, str) or not value:
+        raise w.error(key, f"not a non-empty string: {value!r}", "a string")
+    return value
+
+
+def int_opt(w: Where, table: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise w.error(key, f"bad value {value!r}", f"an integer {low}-{high}")
+    return value
+
+
+def bool_opt(w: Where, table: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if not isinstance(value, bool):
+        raise w.error(key, f"not a boolean: {value!r}", "true, false")
+    return value
+
+
+def versions_opt(
+    w: Where, table: Mapping[str, Any], key: str = "ip", default: Sequence[int] = (4, 6)
+) -> tuple[int, ...]:
+    value = table.get(key, list(default))
+    if value == "both":
+        value = [4, 6]
+    items = value if isinstance(value, list) else [value]
+    out: list[int] = []
+    for v in items:
+        if isinstance(v, str) and v.isdigit():
+            v = int(v)
+        if v not in (4, 6) or isinstance(v, bool):
+            raise w.error(key, f"not an IP version: {v!r}", '4, 6, "both" or ["4", "6"]')
+        if v not in out:
+            out.append(int(v))
+    if not out:
+        raise w.error(key, "names no IP version", '4, 6, "both" or ["4", "6"]')
+    return tuple(out)
+
+
+def node_opt(
+    w: Where, table: Mapping[str, Any], key: str, names: Sequence[str], default: str | None = None
+) -> str:
+    name = table.get(key, default)
+    if name is None:
+        raise w.error(key, "missing", "a node: " + ", ".join(names))
+    if not isinstance(name, str) or name not in names:
+        raise w.error(key, f"unknown node {name!r}", ", ".join(names))
+    return name
+
+
+def link_iface(w: Where, plan: AddressPlan, node: str, key: str, peer: str) -> Interface:
+    """`node`'s interface on its link to `peer` (named by option `key`)."""
+    for iface in plan.of(node):
+        if iface.peer_node == peer:
+            return iface
+    peers = ", ".join(i.peer_node for i in plan.of(node))
+    raise w.error(key, f"{node} has no link to {peer!r}", f"a neighbour of {node}: {peers}")
+
+
+def iface_net(iface: Interface, family: int) -> IPNet | None:
+    for a in iface.addresses:
+        i = ipaddress.ip_interface(a)
+        if i.version == family:
+            return i.network
+    return None
+
+
+def iface_addr(iface: Interface, family: int) -> str | None:
+    return iface.address(family)
+
+
+def network_opt(w: Where, table: Mapping[str, Any], key: str, family: int) -> IPNet:
+    text = table.get(key)
+    example = "2001:db8:5::/64" if family == 6 else "192.168.255.0/24"
+    if text is None:
+        raise w.error(key, "missing", f"an IPv{family} network like {example}")
+    try:
+        net = ipaddress.ip_network(str(text), strict=True)
+    except ValueError as exc:
+        raise w.error(key, f"bad network {text!r}: {exc}", f"a network like {example}") from None
+    if net.version != family:
+        raise w.error(key, f"{text!r} is not an IPv{family} network", f"like {example}")
+    return net
+
+
+def check_no_overlap(w: Where, plan: AddressPlan, key: str, net: IPNet) -> None:
+    for iface in plan.interfaces:
+        sub = iface_net(iface, net.version)
+        if sub is not None and sub.overlaps(net):
+            raise w.error(
+                key,
+                f"{net} overlaps {sub}, the subnet of {iface.node}'s {iface.name}",
+                "a network that no link uses",
+            )
+
+
+def nft_quote(text: str) -> str:
+    """An nft string literal (names and comments are only letters, digits, '-', '_', '.')."""
+    if not text or not all(c.isalnum() or c in "-_.:/" for c in text):
+        raise ValueError(f"not a safe nft word: {text!r}")
+    return f'"{text}"'
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one feature's functional check on one IP version, with its evidence."""
+
+    feature: str
+    ip: int
+    status: str  # "works", "fails" or "not supported"
+    evidence: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "works"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def not_supported(feature: str, ip: int, why: str) -> CheckResult:
+    return CheckResult(feature, ip, "not supported", {}, why)
+
+
+def verdict(feature: str, ip: int, evidence: dict[str, Any], failures: list[str]) -> CheckResult:
+    if failures:
+        return CheckResult(feature, ip, "fails", evidence, "; ".join(failures))
+    return CheckResult(feature, ip, "works", evidence, "")
+
+
+def nft_counters(tb: RouterTestbed, node: str, table: str, family: str) -> dict[str, int]:
+    """Packet counts of the rules of an nft table that carry a comment: comment -> packets."""
+    out = tb.run(node, ["nft", "-j", "list", "table", family, table], check=False)
+    if out.returncode != 0:
+        return {}
+    doc = json.loads(out.stdout or "{}")
+    counts: dict[str, int] = {}
+    for item in doc.get("nftables", []):
+        rule = item.get("rule")
+        if not rule or "comment" not in rule:
+            continue
+        for expr in rule.get("expr", []):
+            if isinstance(expr, dict) and "counter" in expr:
+                counts[rule["comment"]] = counts.get(rule["comment"], 0) + int(
+                    expr["counter"]["packets"]
+                )
+    return counts
+
+
+@contextmanager
+def nft_table(
+    tb: RouterTestbed, node: str, ruleset: str, family: str, table: str
+) -> Iterator[None]:
+    """Load a temporary nft table on `node` for a check; it is deleted afterwards."""
+    tb.run(node, ["nft", "-f", "-"], input=ruleset)
+    try:
+        yield
+    finally:
+        tb.run(node, ["nft", "delete", "table", family, table], check=False)
+
+
+def count_sources_ruleset(table: str, family: int, sources: Mapping[str, str]) -> str:
+    """A table that counts packets arriving at a node (input hook) by source: name -> address.
+    Used on the far side of a translating router: which source addresses arrive."""
+    key = "ip" if family == 4 else "ip6"
+    rules = "\n".join(
+        f"        {key} saddr {ipaddress.ip_address(addr)} counter comment {nft_quote(name)}"
+        for name, addr in sources.items()
+    )
+    return (
+        f"table inet {table} {{\n"
+        "    chain input {\n"
+        "        type filter hook input priority -300; policy accept;\n"
+        f"{rules}\n"
+        "    }\n"
+        "}\n"
+    )
+
+
+def ping(
+    tb: RouterTestbed, node: str, dst: str, ip: int, count: int = 3, source: str | None = None
+) -> dict[str, Any]:
+    """Ping and report sent/received (the return path works when replies arrive)."""
+    argv = ["ping", f"-{ip}", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2"]
+    if source:
+        argv += ["-I", source]
+    argv.append(dst)
+    out = tb.run(node, argv, check=False, timeout=waiting.process_timeout(count * 0.2 + 10))
+    received = 0
+    for line in out.stdout.splitlines():
+        if "packets transmitted" in line:
+            parts = line.split(",")
+            received = int(parts[1].strip().split()[0])
+    return {"from": node, "to": dst, "sent": count, "received": received}
+
+
+def tool_env(tb: RouterTestbed) -> dict[str, str]:
+    """The environment for the checks' iperf3: TMPDIR in the run's scratch folder. iperf3
+    creates a temp file per stream; in the full-kernel tier's guest /tmp is an overlay on the
+    host's /tmp over 9p, where that creation failed now and then (ENOENT) while the host's
+    /tmp changed underneath."""
+    folder = tb.scratch_dir() / "tmp"
+    folder.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(folder)}
+
+
+def tcp_connect(
+    tb: RouterTestbed,
+    server: str,
+    client: str,
+    dst: str,
+    ip: int,
+    listen_port: int,
+    dst_port: int | None = None,
+    *,
+    seconds: int = 1,
+    timeout_ms: int = 2000,
+) -> dict[str, Any]:
+    """An iperf3 TCP test from `client` to `dst`:`dst_port` with the server on `server`:
+    `listen_port` (they differ behind a port forward). Reports whether data arrived."""
+    env = tool_env(tb)
+    srv = tb.popen(
+        server,
+        iperf.server_argv(listen_port),
+        name="iperf3-server",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_listening(tb, server, listen_port, "tcp", srv, what="iperf3 server")
+        argv = iperf.client_argv(dst, port=dst_port or listen_port, duration_s=seconds, ip=ip)
+        argv += ["--connect-timeout", str(timeout_ms)]
+        proc = tb.popen(client, argv, name="iperf3-client", stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+        stdout, _err = proc.popen.communicate(timeout=waiting.process_timeout(seconds + 20))
+        received = 0
+        error = ""
+        try:
+            res = iperf.parse_iperf3(stdout, argv=argv, where=f"node {client}")
+            received = sum(f.received_bytes for f in res.flows)
+        except Exception as exc:  # a refused or timed-out connection: iperf3 reports an error
+            error = str(exc).splitlines()[0][:200]
+        return {
+            "from": client,
+            "to": f"{dst} port {dst_port or listen_port}",
+            "received_bytes": received,
+            "error": error,
+        }
+    finally:
+        srv.stop()
+
+
+def translate_prefix(address: str, inside: IPNet, outside: IPNet) -> str:
+    """RFC 6296-style mapping of the prefix with the host part kept (what nft's prefix NAT does)."""
+    a = int(ipaddress.ip_address(address))
+    host = a & int(inside.hostmask)
+    return str(ipaddress.ip_address(int(outside.network_address) | host))
+
+
+def proto_port(w: Where, key: str, text: Any) -> tuple[str, int]:
+    """'tcp/5201' -> ("tcp", 5201)."""
+    fix = 'PROTO/PORT, e.g. "tcp/5201" or "udp/53"'
+    if not isinstance(text, str) or text.count("/") != 1:
+        raise w.error(key, f"not PROTO/PORT: {text!r}", fix)
+    proto, port = text.split("/")
+    if proto not in ("tcp", "udp"):
+        raise w.error(key, f"unknown protocol {proto!r} in {text!r}", fix)
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise w.error(key, f"bad port {port!r} in {text!r}", "a port 1-65535")
+    return proto, int(port)
+
+
+def str_list(w: Where, table: Mapping[str, Any], key: str) -> list[str]:
+    value = table.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise w.error(key, f"not a list of strings: {value!r}", '["..."]')
+    return list(value)
+
+
+class RouterFeature(Feature):
+    """A feature with a functional check: traffic through it proves it works, per IP version.
+
+    `check(tb, ip, others)` gets the run's other configured features (a DHCP client finds
+    its server among them); `check_topology` names the topology file (topologies/) that
+    builds the feature for the featurecheck measurement kind."""
+
+    check_topology: ClassVar[str] = ""
+
+    def where(self, opts: Options) -> Where:
+        return Where(opts.file, f"features[{opts.index}]")
+
+    def check(self, tb: RouterTestbed, ip: int, others: Sequence[Feature]) -> CheckResult:
+        raise NotImplementedError
+
+
+def run_checks(
+    tb: RouterTestbed,
+    features: Sequence[Feature],
+    kind: str | None = None,
+    ips: Sequence[int] = (4, 6),
+) -> list[CheckResult]:
+    """The functional checks of a built testbed's router features (of `kind`, or all), per IP
+    version; a feature without IPv`ip` reports "not supported" with its reason."""
+    out = []
+    for f in features:
+        if not isinstance(f, RouterFeature) or (kind is not None and f.kind != kind):
+            continue
+        for ip in ips:
+            res = f.check(tb, ip, features)
+            res.evidence.setdefault("node", f.node)
+            out.append(res)
+    return out

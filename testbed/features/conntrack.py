@@ -1,0 +1,37 @@
+"""Conntrack feature: connection tracking on a router's forwarding path (an accept-all nftables
+table that looks up every forwarded packet's connection), the "conntrack on" router profile."""
+
+from __future__ import annotations
+
+from testbed.actions import Action, Check, NftRuleset, Succeeds
+from testbed.features.base import Feature
+
+TABLE = "tb_conntrack"
+
+
+def ruleset() -> str:
+    return (
+        f"table inet {TABLE} {{\n"
+        "    chain forward {\n"
+        "        type filter hook forward priority filter; policy accept;\n"
+        '        ct state established,related counter accept comment "established"\n'
+        '        ct state new counter accept comment "new"\n'
+        "    }\n"
+        "}\n"
+    )
+
+
+class Conntrack(Feature):
+    """Connection tracking on the router's forwarding path (the "conntrack on" profile)."""
+
+    kind = "conntrack"
+    summary = "connection tracking on a router's forwarding path (accept-all nftables ct rules)"
+    node_role = "router"
+    kernel = ("nftables",)
+    guest_modules = ("nf_tables", "nft_ct")
+
+    def actions(self) -> list[Action]:
+        return [NftRuleset(self.node, ruleset(), f"inet {TABLE}")]
+
+    def ready(self) -> list[Check]:
+        return [Succeeds(self.node, ("nft", "list", "table", "inet", TABLE))]

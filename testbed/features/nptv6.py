@@ -1,0 +1,173 @@
+"""NPTv6 feature: IPv6 prefix translation (RFC 6296 style, host part kept) with nftables."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.actions import Action, Check, Command, HasRoute, NftRuleset, Succeeds
+from testbed.addressing import AddressPlan
+from testbed.features import _router as r
+from testbed.features.base import Feature, Option
+from testbed.features.base import Options as FeatureOptions
+
+KIND = "nptv6"
+TABLE = "tb_nptv6"
+
+
+@dataclass(frozen=True)
+class Options:
+    node: str
+    inside: str  # the neighbour on the inside link
+    outside: str  # the neighbour on the outside link
+    inside_prefix: ipaddress.IPv6Network  # the inside link's subnet
+    prefix: ipaddress.IPv6Network  # what it is translated to
+    out_if: str
+    in_if: str
+    gateway: str  # the router's address on the outside link (the outside's route to `prefix`)
+    outside_dev: str  # the outside neighbour's interface on that link
+
+
+def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+    """Validate: the prefix is IPv6, as long as the inside link's, and no link uses it."""
+    node = r.node_opt(w, table, "node", nodes)
+    inside = r.node_opt(w, table, "inside", nodes)
+    outside = r.node_opt(w, table, "outside", nodes)
+    in_iface = r.link_iface(w, plan, node, "inside", inside)
+    out_iface = r.link_iface(w, plan, node, "outside", outside)
+    inside_net = r.iface_net(in_iface, 6)
+    gateway = r.iface_addr(out_iface, 6)
+    if inside_net is None or gateway is None:
+        raise w.error(
+            "node", f"{node}'s links to {inside} and {outside} need IPv6", "stack = 'dual'"
+        )
+    prefix = r.network_opt(w, table, "prefix", 6)
+    if prefix.prefixlen != inside_net.prefixlen:
+        raise w.error(
+            "prefix",
+            f"{prefix} is a /{prefix.prefixlen}, the inside prefix {inside_net} a "
+            f"/{inside_net.prefixlen}: NPTv6 maps prefixes of equal length",
+            f"an IPv6 /{inside_net.prefixlen} that no link uses",
+        )
+    r.check_no_overlap(w, plan, "prefix", prefix)
+    assert isinstance(inside_net, ipaddress.IPv6Network) and isinstance(
+        prefix, ipaddress.IPv6Network
+    )
+    return Options(
+        node,
+        inside,
+        outside,
+        inside_net,
+        prefix,
+        out_iface.name,
+        in_iface.name,
+        gateway,
+        out_iface.peer_name,
+    )
+
+
+def ruleset(o: Options) -> str:
+    """Outbound: source prefix inside -> prefix; inbound: destination prefix -> inside."""
+    oif = r.nft_quote(o.out_if)
+    return (
+        f"table ip6 {TABLE} {{\n"
+        "    chain postrouting {\n"
+        "        type nat hook postrouting priority srcnat; policy accept;\n"
+        f"        oifname {oif} ip6 saddr {o.inside_prefix} counter "
+        f'snat ip6 prefix to {o.prefix} comment "outbound"\n'
+        "    }\n"
+        "    chain prerouting {\n"
+        "        type nat hook prerouting priority dstnat; policy accept;\n"
+        f"        iifname {oif} ip6 daddr {o.prefix} counter "
+        f'dnat ip6 prefix to {o.inside_prefix} comment "inbound"\n'
+        "    }\n"
+        "}\n"
+    )
+
+
+def route_argv(o: Options) -> tuple[list[str], list[str]]:
+    """The outside neighbour's route to the translated prefix (as an upstream would have it):
+    (add, delete) argv, run on `outside`."""
+    add = ["ip", "-6", "route", "add", str(o.prefix), "via", o.gateway]
+    return add, ["ip", "-6", "route", "del", str(o.prefix), "via", o.gateway]
+
+
+def describe(o: Options) -> list[str]:
+    return [
+        f"{o.node}: NPTv6 {o.inside_prefix} <-> {o.prefix} on {o.out_if} (towards {o.outside})",
+        f"{o.outside}: route {o.prefix} via {o.gateway}",
+    ]
+
+
+def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
+    """`inside` pings `outside`: the far side sees the translated source (prefix + host part
+    kept) and never the inside address, replies come back; then `outside` pings the inside
+    host at its translated address (inbound translation)."""
+    if ip != 6:
+        return r.not_supported(KIND, ip, "NPTv6 translates IPv6 prefixes only (IPv4 uses NAT)")
+    original = tb.address(o.inside, 6)
+    translated = r.translate_prefix(original, o.inside_prefix, o.prefix)
+    far = tb.address(o.outside, 6)
+    counting = r.count_sources_ruleset(
+        "tb_check", 6, {"translated": translated, "untranslated": original}
+    )
+    failures: list[str] = []
+    with r.nft_table(tb, o.outside, counting, "inet", "tb_check"):
+        out = r.ping(tb, o.inside, far, 6)
+        seen = r.nft_counters(tb, o.outside, "tb_check", "inet")
+    back = r.ping(tb, o.outside, translated, 6)
+    evidence = {
+        "outbound_ping": out,
+        "arrived_from": {
+            translated: seen.get("translated", 0),
+            original: seen.get("untranslated", 0),
+        },
+        "inbound_ping": back,
+        "router_counters": r.nft_counters(tb, o.node, TABLE, "ip6"),
+    }
+    if out["received"] < out["sent"]:
+        failures.append(f"{out['received']}/{out['sent']} replies came back to {o.inside}")
+    if seen.get("translated", 0) < out["sent"]:
+        failures.append(f"{o.outside} saw {seen.get('translated', 0)} packets from {translated}")
+    if seen.get("untranslated", 0):
+        failures.append(f"{o.outside} saw the untranslated source {original}")
+    if back["received"] < back["sent"]:
+        failures.append(f"{o.outside} -> {translated}: {back['received']}/{back['sent']} replies")
+    return r.verdict(KIND, ip, evidence, failures)
+
+
+class Nptv6(r.RouterFeature):
+    """IPv6 prefix translation on a router, and the outside's route to the prefix."""
+
+    kind = KIND
+    check_topology = "router-nptv6"
+    summary = "IPv6 network prefix translation (inside prefix <-> prefix, host part kept), nftables"
+    node_role = "router"
+    options = (
+        Option("inside", "the neighbour on the inside link (its subnet is translated)"),
+        Option("outside", "the neighbour on the outside link (it routes `prefix` back)"),
+        Option("prefix", "the outside prefix, as long as the inside link's (e.g. 2001:db8:5::/64)"),
+    )
+    kernel = ("nftables",)
+    guest_modules = ("nf_tables", "nft_nat", "nft_chain_nat")
+
+    def configure(self, opts: FeatureOptions) -> None:
+        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+
+    def actions(self) -> list[Action]:
+        add, undo = route_argv(self.o)
+        return [
+            NftRuleset(self.node, ruleset(self.o), f"ip6 {TABLE}"),
+            Command(self.o.outside, tuple(add), tuple(undo)),
+        ]
+
+    def ready(self) -> list[Check]:
+        return [
+            Succeeds(self.node, ("nft", "list", "table", "ip6", TABLE)),
+            HasRoute(self.o.outside, 6, str(self.o.prefix), self.o.outside_dev),
+        ]
+
+    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+        return check(tb, self.o, ip)
