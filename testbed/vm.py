@@ -66,6 +66,9 @@ QEMU = "qemu-system-x86_64"
 BOOT_MARKER = "booted"
 GUEST_DB = "testbed.sqlite"
 GUEST_DB_DIR = "/run/tb-db"  # tmpfs in the guest
+# The guest's /tmp is an overlay on the host's over 9p, where programs' temporary files (iperf3's
+# stream buffer) failed now and then with ENOENT: they get a folder on the guest's tmpfs instead.
+GUEST_TMP_DIR = "/run/tb-tmp"
 
 PROVISION_HINT = "run scripts/provision.sh as root (it installs everything the VM tier needs)"
 # A KVM guest reaches its command in a few seconds; one that has not within this many seconds
@@ -395,8 +398,10 @@ def guest_script(spec: VmSpec) -> str:
         "HOME": "/root",
         ENV_IN_VM: "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "TMPDIR": GUEST_TMP_DIR,
         **spec.env,
     }
+    lines += [f"mkdir -p {GUEST_TMP_DIR}"]
     lines += [f"export {k}={q(v)}" for k, v in env.items()]
     # SQLite wants a local filesystem: the command writes its database on the guest's tmpfs
     # and it is copied to the scratch dir (9p) once the command has exited.

@@ -249,3 +249,12 @@ def test_run_in_vm_refuses_kvm_with_the_virtual_clock(monkeypatch: pytest.Monkey
         vm.run_in_vm(["true"], clock="virtual", kvm=True)
     with pytest.raises(UsageError, match="one vCPU"):
         vm.run_in_vm(["true"], clock="virtual", cpus=2)
+
+
+def test_guest_programs_get_a_temporary_folder_on_the_guests_tmpfs(tmp_path: Path) -> None:
+    spec = vm.VmSpec(kernel=tmp_path / "vmlinuz", command=["true"], scratch=tmp_path,
+                     cwd=tmp_path)
+    script = vm.guest_script(spec)
+    assert f"mkdir -p {vm.GUEST_TMP_DIR}" in script
+    assert f"export TMPDIR={vm.GUEST_TMP_DIR}" in script
+    assert script.index(f"mkdir -p {vm.GUEST_TMP_DIR}") < script.index("export TMPDIR")
