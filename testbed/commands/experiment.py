@@ -127,6 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) is not None or getattr(args, "cluster", None) is not None:
         summary = run_parallel(exp, path, args, db, wanted)
     elif wanted is not None and wanted != current_clock():
+        # the database the VM's trials are merged into must be usable before a minute's boot
+        results.connect(db).close()
         return run_on_clock(wanted, path, args, db)
     elif getattr(args, "share", None) is not None:
         from testbed.parallel import read_share

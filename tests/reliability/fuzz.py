@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -196,7 +197,19 @@ def run_case(check: Callable[[Path], None], path: Path) -> Outcome:
 
 
 def cli(args: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*TESTBED, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    """Run the CLI; past `timeout` its whole process group is killed (a VM it booted too)."""
+    proc = subprocess.Popen(
+        [*TESTBED, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
     )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # testbed stops what it started on SIGTERM
+        try:
+            proc.communicate(timeout=30)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
