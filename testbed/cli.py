@@ -83,7 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rc
     finally:
         if whole_process:
-            signals.set_mode("defer")  # done: a signal now changes nothing, exit as decided
+            # done: a signal now changes nothing, exit as decided — also while the interpreter
+            # shuts down, where Python puts the default handlers back (a SIGTERM then killed a
+            # `testbed up` whose run was already up: -15, the run kept)
+            signals.set_mode("defer")
+            signals.hold()
         else:
             signals.set_mode(old_mode)
             guard.close()

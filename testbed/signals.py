@@ -65,6 +65,13 @@ def install(mode: str = "raise") -> None:
     _installed = True
 
 
+def hold() -> None:
+    """Block SIGINT and SIGTERM for the rest of the process (its last moments: what it decided
+    stands; a blocked signal dies with the process)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+
+
 def set_mode(mode: str) -> str:
     """Switch the mode; returns the previous one (only the main thread, which alone runs
     signal handlers, changes it)."""
