@@ -71,6 +71,24 @@ def test_split_covers_every_trial_once_and_keeps_topology_points_whole() -> None
             "/", 1)[0] == k.rsplit("/", 1)[0]) for k in s.keys)
 
 
+def test_split_cuts_a_point_when_points_do_not_divide_evenly(tmp_path: Path) -> None:
+    exp = tmp_path / "three.toml"  # 3 topology points x 4 trials (2 measurements x 2 sizes)
+    exp.write_text(FAKE.read_text().replace('"topology.rate" = ["ethernet", "fastethernet"]\n'
+                                            'ip = [4, 6]',
+                                            '"topology.routers" = [0, 1, 2]')
+                   .replace("repetitions = 2", "repetitions = 1"))
+    trials = plan(load_experiment(exp))
+    assert len(trials) == 3 * (2 + 1)
+    whole = {t.topo.label for t in trials}
+    assert len(whole) == 3
+    two = split(trials, "R", 2)  # whole points would give 6 + 3: one point is cut instead
+    assert sorted(len(s.keys) for s in two) == [4, 5]
+    keys = [k for s in two for k in s.keys]
+    assert sorted(keys) == sorted(t.key("R") for t in trials)
+    three = split(trials, "R", 3)  # divides evenly: no point is cut
+    assert sorted(len(s.keys) for s in three) == [3, 3, 3]
+
+
 def test_two_workers_match_serial_medians_and_record_placement(fake_env: Path) -> None:
     exp = load_experiment(FAKE)
     one = run_local(exp, FAKE, db=fake_env / "one.sqlite", workers=1, argv_prefix=PREFIX,
