@@ -3,8 +3,7 @@ table that looks up every forwarded packet's connection), the "conntrack on" rou
 
 from __future__ import annotations
 
-from testbed.actions import Action, Check, NftRuleset, Succeeds
-from testbed.features.base import Feature
+from testbed.features._nft import NftTable, NftTableFeature
 
 TABLE = "tb_conntrack"
 
@@ -21,17 +20,11 @@ def ruleset() -> str:
     )
 
 
-class Conntrack(Feature):
+class Conntrack(NftTableFeature):
     """Connection tracking on the router's forwarding path (the "conntrack on" profile)."""
 
     kind = "conntrack"
     summary = "connection tracking on a router's forwarding path (accept-all nftables ct rules)"
     node_role = "router"
-    kernel = ("nftables",)
     guest_modules = ("nf_tables", "nft_ct")
-
-    def actions(self) -> list[Action]:
-        return [NftRuleset(self.node, ruleset(), f"inet {TABLE}")]
-
-    def ready(self) -> list[Check]:
-        return [Succeeds(self.node, ("nft", "list", "table", "inet", TABLE))]
+    nft = NftTable(TABLE, lambda _none: ruleset())

@@ -6,11 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.actions import Action, Check, NftRuleset, Succeeds
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
-from testbed.features.base import Feature, Option
-from testbed.features.base import Options as FeatureOptions
+from testbed.features._nft import NftRouterFeature, NftTable
+from testbed.features.base import Option
 
 KIND = "firewall"
 TABLE = "tb_firewall"
@@ -144,7 +143,7 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     return r.verdict(KIND, ip, evidence, failures)
 
 
-class Firewall(r.RouterFeature):
+class Firewall(NftRouterFeature):
     """A stateful default-drop forward policy with an allow-list per IP version."""
 
     kind = KIND
@@ -161,17 +160,6 @@ class Firewall(r.RouterFeature):
         Option("client", "the check's sender (default: the router's first neighbour)", None),
         Option("server", "the check's receiver (default: the router's second neighbour)", None),
     )
-    kernel = ("nftables",)
     guest_modules = ("nf_tables", "nft_ct")
-
-    def configure(self, opts: FeatureOptions) -> None:
-        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
-
-    def actions(self) -> list[Action]:
-        return [NftRuleset(self.node, ruleset(self.o), f"inet {TABLE}")]
-
-    def ready(self) -> list[Check]:
-        return [Succeeds(self.node, ("nft", "list", "table", "inet", TABLE))]
-
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
-        return check(tb, self.o, ip)
+    nft = NftTable(TABLE, ruleset, parse, check)
+    o: Options

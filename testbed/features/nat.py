@@ -6,11 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.actions import Action, Check, NftRuleset, Succeeds
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
-from testbed.features.base import Feature, Option
-from testbed.features.base import Options as FeatureOptions
+from testbed.features._nft import NftRouterFeature, NftTable
+from testbed.features.base import Option
 
 KIND = "nat"
 TABLE = "tb_nat"
@@ -186,7 +185,7 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     return r.verdict(KIND, ip, evidence, failures)
 
 
-class Nat(r.RouterFeature):
+class Nat(NftRouterFeature):
     """Source NAT (masquerade) and port forwards on a router, both IP versions."""
 
     kind = KIND
@@ -202,17 +201,6 @@ class Nat(r.RouterFeature):
         Option("ip", 'IP versions: 4, 6 or "both"', "both"),
         Option("forwards", 'port forwards "PROTO/PORT=NODE[:PORT]" (e.g. "tcp/8080=h1:5201")', []),
     )
-    kernel = ("nftables",)
     guest_modules = ("nf_tables", "nft_nat", "nft_chain_nat", "nft_masq")
-
-    def configure(self, opts: FeatureOptions) -> None:
-        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
-
-    def actions(self) -> list[Action]:
-        return [NftRuleset(self.node, ruleset(self.o), f"inet {TABLE}")]
-
-    def ready(self) -> list[Check]:
-        return [Succeeds(self.node, ("nft", "list", "table", "inet", TABLE))]
-
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
-        return check(tb, self.o, ip)
+    nft = NftTable(TABLE, ruleset, parse, check)
+    o: Options

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.actions import Action, Check, Command, HasRoute, NftRuleset, Succeeds
+from testbed.actions import Action, Check, Command, HasRoute
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
-from testbed.features.base import Feature, Option
-from testbed.features.base import Options as FeatureOptions
+from testbed.features._nft import NftRouterFeature, NftTable
+from testbed.features.base import Option
 
 KIND = "nptv6"
 TABLE = "tb_nptv6"
@@ -138,7 +138,7 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
     return r.verdict(KIND, ip, evidence, failures)
 
 
-class Nptv6(r.RouterFeature):
+class Nptv6(NftRouterFeature):
     """IPv6 prefix translation on a router, and the outside's route to the prefix."""
 
     kind = KIND
@@ -150,24 +150,17 @@ class Nptv6(r.RouterFeature):
         Option("outside", "the neighbour on the outside link (it routes `prefix` back)"),
         Option("prefix", "the outside prefix, as long as the inside link's (e.g. 2001:db8:5::/64)"),
     )
-    kernel = ("nftables",)
     guest_modules = ("nf_tables", "nft_nat", "nft_chain_nat")
-
-    def configure(self, opts: FeatureOptions) -> None:
-        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+    nft = NftTable(TABLE, ruleset, parse, check, family="ip6")
+    o: Options
 
     def actions(self) -> list[Action]:
+        """The table, then the outside neighbour's route to the translated prefix."""
         add, undo = route_argv(self.o)
-        return [
-            NftRuleset(self.node, ruleset(self.o), f"ip6 {TABLE}"),
-            Command(self.o.outside, tuple(add), tuple(undo)),
-        ]
+        return [*super().actions(), Command(self.o.outside, tuple(add), tuple(undo))]
 
     def ready(self) -> list[Check]:
         return [
-            Succeeds(self.node, ("nft", "list", "table", "ip6", TABLE)),
+            *super().ready(),
             HasRoute(self.o.outside, 6, str(self.o.prefix), self.o.outside_dev),
         ]
-
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
-        return check(tb, self.o, ip)
