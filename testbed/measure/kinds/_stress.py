@@ -1,12 +1,20 @@
 """Declarations shared by the router-stress kinds of dobrinov-2016 (load, maxtraffic, acl,
-icmpload, exthdr, fragment, reset): parameters, metrics, checks."""
+icmpload, exthdr, fragment, reset): parameters, metrics, checks, runners."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from testbed.measure.kinds.base import Metric, Param, ParamProblem
+from testbed.measure.kinds.base import (
+    Context,
+    Measured,
+    Metric,
+    Param,
+    ParamProblem,
+    Runner,
+    TestbedLike,
+)
 from testbed.measure.stress import MIN_FRAME
 
 MIX = (
@@ -26,6 +34,42 @@ MIX = (
           "answers IPv6 with Packet Too Big (the source fragments); unset: the topology's",
           max=65535),
 )
+
+DURATION = Param("duration", "number", 2, "seconds", max=3600.0)
+"""The length of a paced stream (exthdr, fragment, icmpload; MIX has its own wording)."""
+
+PPS_INSTEAD = Param("pps", "number", None, "frames per second instead of `load`",
+                    max=10_000_000.0)
+"""An offered load given as a frame rate (load, acl)."""
+
+
+def through(router: str, server: str = "the receiver") -> tuple[Param, Param, Param]:
+    """`client` (h1) sends through `router` (r1, meaning `router`) to `server` (h2)."""
+    return (
+        Param("client", "node", "h1", "the sender"),
+        Param("server", "node", "h2", server),
+        Param("router", "node", "r1", router),
+    )
+
+
+def paced(pps: float, doc: str) -> tuple[Param, Param]:
+    """A paced stream: `pps` (default `pps`, meaning `doc`, at most a million) for DURATION."""
+    return Param("pps", "number", pps, doc, max=1_000_000.0), DURATION
+
+
+Measure = Callable[[TestbedLike, Mapping[str, Any], Context],
+                   tuple[dict[str, float], dict[str, Any]]]
+
+
+def runner(measure: Measure) -> Runner:
+    """A kind's runner from a function that returns (metrics, result document)."""
+
+    def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+        metrics, doc = measure(tb, p, ctx)
+        return Measured(metrics, doc)
+
+    return run
+
 
 STREAM_METRICS = (
     Metric("offered_pps", "pkt/s", "frames per second asked of the senders (all flows)"),

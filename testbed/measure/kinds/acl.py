@@ -8,7 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed.measure import acl, stress
-from testbed.measure.kinds._stress import MIX, ROUTER_METRICS, STREAM_METRICS, check_mix
+from testbed.measure.kinds._stress import (
+    MIX,
+    PPS_INSTEAD,
+    ROUTER_METRICS,
+    STREAM_METRICS,
+    check_mix,
+)
 from testbed.measure.kinds.base import (
     Context,
     Kind,
@@ -62,7 +68,7 @@ KIND = Kind(
         Param("test", "str", "load", "load: a fixed offered load; max: zero-loss search",
               choices=("load", "max")),
         Param("load", "number", 0.5, "share of `line_rate` offered (test = load)", max=1.0),
-        Param("pps", "number", None, "frames per second instead of `load`", max=10_000_000.0),
+        PPS_INSTEAD,
         Param("resolution", "number", 0.02, "search resolution (test = max)", max=1.0),
         Param("max_trials", "int", 12, "most search trials (test = max)", max=100),
     ),

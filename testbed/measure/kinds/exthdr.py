@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from testbed.measure import exthdr, stress
-from testbed.measure.kinds._stress import ROUTER_METRICS
+from testbed.measure.kinds._stress import ROUTER_METRICS, paced, through
 from testbed.measure.kinds.base import (
     Context,
     Kind,
@@ -140,16 +140,14 @@ KIND = Kind(
     tool="scapy-built packets from a raw socket (`python -m testbed.measure.exthdr`); "
          "tcpdump + scapy at the receiver's link; nft",
     params=(
-        Param("client", "node", "h1", "the sender"),
-        Param("server", "node", "h2", "the final destination"),
-        Param("router", "node", "r1", "the router under test (the routing headers' segment)"),
+        *through("the router under test (the routing headers' segment)",
+                 server="the final destination"),
         Param("variant", "str", "hbh", "none, hbh, four, dest20, rh0, srh",
               choices=exthdr.VARIANTS),
         Param("rule", "bool", False, "an nftables forward rule `meta l4proto udp` that must "
               "walk the headers to the upper layer (the paper's ACL)"),
         Param("frame_size", "size", 1280, "Ethernet frame bytes (headers + UDP data)"),
-        Param("pps", "number", 1000, "packets per second", max=1_000_000.0),
-        Param("duration", "number", 2, "seconds", max=3600.0),
+        *paced(1000, "packets per second"),
         Param("burst", "int", 1, "packets sent back to back (same average rate): one wake-up "
               "of the router's thread per burst", max=1000),
         Param("capture", "bool", True, "capture at the receiver's link and check the chain"),

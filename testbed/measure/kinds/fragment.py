@@ -8,16 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed.measure import stress
-from testbed.measure.kinds._stress import ROUTER_METRICS, STREAM_METRICS
-from testbed.measure.kinds.base import (
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds._stress import ROUTER_METRICS, STREAM_METRICS, paced, runner, through
+from testbed.measure.kinds.base import Kind, Metric, Param, ParamProblem
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -28,28 +20,19 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                            "(RFC 791)", "68 to 65535; IPv6 links need at least 1280")
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
-    metrics, doc = stress.fragmentation(tb, p, ctx)
-    return Measured(metrics, doc)
-
-
 KIND = Kind(
     name="fragment",
     doc="IPv4 fragmentation by a router: fragments per datagram and per second, router CPU",
     tool="`udpprobe` (IPv4); `ip -s link` and /proc/net/snmp (FragCreates) counters",
     params=(
-        Param("client", "node", "h1", "the sender"),
-        Param("server", "node", "h2", "the receiver"),
-        Param("router", "node", "r1", "the router that fragments"),
+        *through("the router that fragments"),
         Param("next_hop", "node", "r2", "the far end of the small-MTU link"),
         Param("core_mtu", "int", 1500, "MTU of the router-next_hop link for this trial (IPv4: "
               "68 and up; a link that carries IPv6 needs 1280: use topology two-routers-v4)",
               max=65535),
         Param("frame_size", "size", 1518, "Ethernet frame bytes the sender's datagram would "
               "fill (its IP datagram is frame_size - 18 bytes)"),
-        Param("pps", "number", 5000, "datagrams per second (the paper: 5000)",
-              max=1_000_000.0),
-        Param("duration", "number", 2, "seconds", max=3600.0),
+        *paced(5000, "datagrams per second (the paper: 5000)"),
     ),
     metrics=(
         *STREAM_METRICS,
@@ -69,6 +52,6 @@ KIND = Kind(
         Metric("fragments_per_s", "pkt/s", "fragments the router created per second"),
         Metric("router_pps_out", "pkt/s", "packets per second onto the small link"),
     ),
-    runner=run,
+    runner=runner(stress.fragmentation),
     check=check,
 )

@@ -7,16 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed.measure import stress
-from testbed.measure.kinds._stress import ROUTER_METRICS
-from testbed.measure.kinds.base import (
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds._stress import DURATION, ROUTER_METRICS, runner
+from testbed.measure.kinds.base import Kind, Metric, Param, ParamProblem
 
 HEADERS = {4: 20 + 8, 6: 40 + 8}  # IP + ICMP echo header
 
@@ -31,11 +23,6 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                            "1452 for ICMPv6)")
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
-    metrics, doc = stress.icmp_load(tb, p, ctx)
-    return Measured(metrics, doc)
-
-
 KIND = Kind(
     name="icmpload",
     doc="ICMP echo load on the router: its CPU per rate and size, ICMPv4 vs ICMPv6",
@@ -47,7 +34,7 @@ KIND = Kind(
         Param("ip", "ip", 4, "ICMPv4 or ICMPv6", choices=(4, 6)),
         Param("pps", "number", 1000, "echo requests per second", max=100_000.0),
         Param("size", "size", 100, "ICMP data bytes (ping -s)"),
-        Param("duration", "number", 2, "seconds", max=3600.0),
+        DURATION,
     ),
     metrics=(
         Metric("echo_pps", "pkt/s", "echo requests the router received per second"),
@@ -57,6 +44,6 @@ KIND = Kind(
         Metric("router_us_per_echo", "us", "router run time per answered request"),
         *ROUTER_METRICS,
     ),
-    runner=run,
+    runner=runner(stress.icmp_load),
     check=check,
 )

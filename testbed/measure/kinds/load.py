@@ -3,18 +3,16 @@ through the router: what arrives, the loss, packets per second and the router's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from testbed.measure import stress
-from testbed.measure.kinds._stress import MIX, ROUTER_METRICS, STREAM_METRICS, check_mix
-from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
-
-
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
-    metrics, doc = stress.offered_load(tb, p, ctx)
-    return Measured(metrics, doc)
-
+from testbed.measure.kinds._stress import (
+    MIX,
+    PPS_INSTEAD,
+    ROUTER_METRICS,
+    STREAM_METRICS,
+    check_mix,
+    runner,
+)
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 KIND = Kind(
     name="load",
@@ -23,7 +21,7 @@ KIND = Kind(
     params=(
         *MIX,
         Param("load", "number", 0.5, "share of `line_rate` offered (0.1 = 10 %)", max=1.0),
-        Param("pps", "number", None, "frames per second instead of `load`", max=10_000_000.0),
+        PPS_INSTEAD,
         Param("ipd", "bool", False, "one receiver per node for all the flows (bound to ::), "
               "timing every arrival: the mixed stream's inter-packet delay"),
     ),
@@ -38,6 +36,6 @@ KIND = Kind(
         Metric("offered_bps_wire", "bit/s", "offered bits per second on the wire (with "
                "preamble and gap; both directions when bidir)"),
     ),
-    runner=run,
+    runner=runner(stress.offered_load),
     check=check_mix,
 )

@@ -3,18 +3,9 @@ the router with zero loss (binary search), with the router's CPU at that rate.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from testbed.measure import stress
-from testbed.measure.kinds._stress import MIX, ROUTER_METRICS, check_mix
-from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
-
-
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
-    metrics, doc = stress.max_traffic(tb, p, ctx)
-    return Measured(metrics, doc)
-
+from testbed.measure.kinds._stress import MIX, ROUTER_METRICS, check_mix, runner
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 KIND = Kind(
     name="maxtraffic",
@@ -37,6 +28,6 @@ KIND = Kind(
         Metric("generator_limited", "flag", "1: the senders, not the router, set the limit"),
         *ROUTER_METRICS,
     ),
-    runner=run,
+    runner=runner(stress.max_traffic),
     check=check_mix,
 )

@@ -4,26 +4,16 @@ and rebuilt) while a constant stream flows; the outage from the receiver's packe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from testbed.measure import reset
-from testbed.measure.kinds.base import Context, Kind, Measured, Metric, Param, TestbedLike
-
-
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
-    metrics, doc = reset.outages(tb, p, ctx)
-    return Measured(metrics, doc)
-
+from testbed.measure.kinds._stress import runner, through
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 KIND = Kind(
     name="reset",
     doc="router restart (links down/up vs namespace rebuilt): outage at the receiver",
     tool="`udpprobe` stream with arrival timestamps; `ip link`, the topology's plan",
     params=(
-        Param("client", "node", "h1", "the sender"),
-        Param("server", "node", "h2", "the receiver"),
-        Param("router", "node", "r1", "the router restarted"),
+        *through("the router restarted"),
         Param("ip", "ip", 4, "IP version of the stream", choices=(4, 6)),
         Param("method", "str", "links", "links (interfaces down and up: the software reset) or "
               "namespace (destroyed and rebuilt: the hardware reset)", choices=reset.METHODS),
@@ -43,5 +33,5 @@ KIND = Kind(
         Metric("restart_call_mean_ms", "ms", "how long the restart itself took"),
         Metric("timeout_s", "s", "the trial's timeout"),
     ),
-    runner=run,
+    runner=runner(reset.outages),
 )
