@@ -291,16 +291,31 @@ class CreateNamespace:
 
 @dataclass(frozen=True)
 class SetSysctls:
-    """Per-namespace sysctls of a fresh namespace (no undo: they go with the namespace)."""
+    """Sysctls in a namespace. As a core action, a fresh namespace's: no undo, they go with the
+    namespace. With `restore` (the feature action `Sysctl`) the values are read first and the
+    undo writes them back. `name` is what describe() and the undo's message call the place
+    (default: the namespace)."""
 
     ns: str
     values: tuple[tuple[str, str], ...]
+    restore: bool = False
+    name: str = ""
 
     def describe(self) -> str:
-        return f"{self.ns}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
+        return f"{self.name or self.ns}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
 
     def apply(self, env: Env) -> None:
-        netlink.set_sysctls(self.ns, dict(self.values))
+        ns = self.ns
+        if self.restore:
+            before = {k: netlink.read_sysctl(ns, k) for k, _v in self.values}
+            env.defer(
+                Undo(
+                    f"restore {', '.join(before)} on {self.name or ns}",
+                    lambda: netlink.set_sysctls(ns, before) if netlink.netns_exists(ns) else None,
+                    within=ns,
+                )
+            )
+        netlink.set_sysctls(ns, dict(self.values))
 
 
 @dataclass(frozen=True)
@@ -456,25 +471,20 @@ class WaitInterfaces:
 
 @dataclass(frozen=True)
 class Sysctl:
-    """Set sysctls in a node; the undo restores the values read before."""
+    """Set sysctls in a node; the undo restores the values read before: SetSysctls with
+    `restore`, in the node's namespace (resolved when applied), named by the node."""
 
     node: str
     values: tuple[tuple[str, str], ...]
 
+    def at(self, ns: str) -> SetSysctls:
+        return SetSysctls(ns, self.values, restore=True, name=self.node)
+
     def describe(self) -> str:
-        return f"{self.node}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
+        return self.at("").describe()  # names the node: the namespace is not needed
 
     def apply(self, env: Env) -> None:
-        ns = env.netns(self.node)
-        before = {k: netlink.read_sysctl(ns, k) for k, _v in self.values}
-        env.defer(
-            Undo(
-                f"restore {', '.join(before)} on {self.node}",
-                lambda: netlink.set_sysctls(ns, before) if netlink.netns_exists(ns) else None,
-                within=ns,
-            )
-        )
-        netlink.set_sysctls(ns, dict(self.values))
+        self.at(env.netns(self.node)).apply(env)
 
 
 @dataclass(frozen=True)
