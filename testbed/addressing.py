@@ -65,6 +65,16 @@ class AddressPlan:
     def routes_of(self, node: str) -> list[StaticRoute]:
         return [r for r in self.routes if r.node == node]
 
+    def overlap(self, net: IPNet) -> str | None:
+        """The first link subnet that `net` overlaps, in words ("198.18.1.0/24, the subnet of
+        r1's eth1"), or None: a feature's own prefix or pool must overlap none."""
+        for iface in self.interfaces:
+            for cidr in iface.addresses:
+                sub = ipaddress.ip_interface(cidr).network
+                if sub.version == net.version and sub.overlaps(net):
+                    return f"{sub}, the subnet of {iface.node}'s {iface.name}"
+        return None
+
 
 def link_families(topo: Topology, link: Link) -> tuple[int, ...]:
     fa = topo.node(link.a).families

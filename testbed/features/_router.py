@@ -158,14 +158,9 @@ def network_opt(w: Where, table: Mapping[str, Any], key: str, family: int) -> IP
 
 
 def check_no_overlap(w: Where, plan: AddressPlan, key: str, net: IPNet) -> None:
-    for iface in plan.interfaces:
-        sub = iface_net(iface, net.version)
-        if sub is not None and sub.overlaps(net):
-            raise w.error(
-                key,
-                f"{net} overlaps {sub}, the subnet of {iface.node}'s {iface.name}",
-                "a network that no link uses",
-            )
+    hit = plan.overlap(net)
+    if hit is not None:
+        raise w.error(key, f"{net} overlaps {hit}", "a network that no link uses")
 
 
 def nft_quote(text: str) -> str:

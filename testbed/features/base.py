@@ -264,15 +264,9 @@ class Options:
 
     def no_overlap(self, option: str, net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> None:
         """`net` overlaps no link subnet of the address plan."""
-        for iface in self.addresses.interfaces:
-            for cidr in iface.addresses:
-                sub = ipaddress.ip_interface(cidr).network
-                if sub.version == net.version and sub.overlaps(net):
-                    raise self.error(
-                        option,
-                        f"{net} overlaps {sub}, the subnet of {iface.node}'s {iface.name}",
-                        "a network that no link uses",
-                    )
+        hit = self.addresses.overlap(net)
+        if hit is not None:
+            raise self.error(option, f"{net} overlaps {hit}", "a network that no link uses")
 
     # --- topology lookups -------------------------------------------------------------------
 
