@@ -421,22 +421,8 @@ def topology_from_dict(
     _check_keys(addressing, _ADDRESSING_KEYS, file, "addressing")
     pool4 = _network(addressing.get("ipv4", "198.18.0.0/15"), 4, file, "addressing.ipv4")
     pool6 = _network(addressing.get("ipv6", "2001:2::/48"), 6, file, "addressing.ipv6")
-    plen4 = addressing.get("ipv4_prefixlen", 24)
-    plen6 = addressing.get("ipv6_prefixlen", 64)
-    if isinstance(plen4, bool) or not isinstance(plen4, int) or not pool4.prefixlen <= plen4 <= 30:
-        raise SpecError(
-            file,
-            "addressing.ipv4_prefixlen",
-            f"bad prefix length {plen4!r}",
-            f"an integer from {pool4.prefixlen} to 30",
-        )
-    if isinstance(plen6, bool) or not isinstance(plen6, int) or not pool6.prefixlen <= plen6 <= 126:
-        raise SpecError(
-            file,
-            "addressing.ipv6_prefixlen",
-            f"bad prefix length {plen6!r}",
-            f"an integer from {pool6.prefixlen} to 126",
-        )
+    plen4 = _prefixlen(addressing, "ipv4_prefixlen", 24, pool4.prefixlen, 30, file)
+    plen6 = _prefixlen(addressing, "ipv6_prefixlen", 64, pool6.prefixlen, 126, file)
 
     routes = _load_routes(body.get("routes", []), node_names, file)
     if "mechanism" in body:
@@ -696,6 +682,21 @@ def _check_link_uniqueness(links: list[Link], file: str) -> None:
                 "one link per pair of nodes",
             )
         seen[pair] = lk.key
+
+
+def _prefixlen(
+    addressing: dict[str, Any], key: str, default: int, low: int, high: int, file: str
+) -> int:
+    """`addressing.KEY`: the prefix length of each link's subnet, `low` (the pool's) to `high`."""
+    plen = addressing.get(key, default)
+    if isinstance(plen, bool) or not isinstance(plen, int) or not low <= plen <= high:
+        raise SpecError(
+            file,
+            f"addressing.{key}",
+            f"bad prefix length {plen!r}",
+            f"an integer from {low} to {high}",
+        )
+    return plen
 
 
 def _network(text: Any, version: int, file: str, key: str) -> Any:
