@@ -386,6 +386,38 @@ def set_mtu(tb: Any, a: str, b: str, mtu: int) -> list[tuple[str, str, int]]:
 
 
 @contextmanager
+def link_mtu(tb: Any, a: str, b: str, mtu: int) -> Iterator[None]:
+    """Both ends of the a-b link at `mtu` for the block; their old MTUs back after."""
+    saved = set_mtu(tb, a, b, mtu)
+    try:
+        yield
+    finally:
+        for node, ifname, old in saved:
+            tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
+
+
+@contextmanager
+def sysctl_set(tb: Any, node: str, key: str, value: str) -> Iterator[None]:
+    """`key` = `value` in `node` for the block; the value read before back after."""
+    old = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
+    try:
+        tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
+        yield
+    finally:
+        tb.run(node, ["sysctl", "-q", "-w", f"{key}={old}"], check=False)
+
+
+@contextmanager
+def no_path_mtu(tb: Any, client: str) -> Iterator[None]:
+    """For the block `client` sets no DF bit on IPv4 and learns no path MTU (its IPv4 route
+    cache flushed), so a router on the way fragments instead of answering "fragmentation
+    needed"."""
+    with sysctl_set(tb, client, "net.ipv4.ip_no_pmtu_disc", "1"):
+        tb.run(client, ["ip", "-4", "route", "flush", "cache"], check=False)
+        yield
+
+
+@contextmanager
 def router_fragments(tb: Any, client: str, mtu: int | None) -> Iterator[None]:
     """For one trial: the client's link to its router gets `mtu` (both ends) and the client
     sends IPv4 without DF and learns no path MTU, so datagrams larger than the router's next
@@ -395,17 +427,10 @@ def router_fragments(tb: Any, client: str, mtu: int | None) -> Iterator[None]:
         yield
         return
     router = tb.interfaces(client)[0].peer_node
-    no_pmtu = tb.run(client, ["sysctl", "-n", "net.ipv4.ip_no_pmtu_disc"]).stdout.strip()
-    saved = set_mtu(tb, client, router, int(mtu))
     try:
-        tb.run(client, ["sysctl", "-q", "-w", "net.ipv4.ip_no_pmtu_disc=1"])
-        tb.run(client, ["ip", "-4", "route", "flush", "cache"], check=False)
-        yield
+        with link_mtu(tb, client, router, int(mtu)), no_path_mtu(tb, client):
+            yield
     finally:
-        for node, ifname, old in saved:
-            tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
-        tb.run(client, ["sysctl", "-q", "-w", f"net.ipv4.ip_no_pmtu_disc={no_pmtu or 0}"],
-               check=False)
         for ip in ("-4", "-6"):
             tb.run(client, ["ip", ip, "route", "flush", "cache"], check=False)
 
@@ -433,25 +458,15 @@ def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, fl
     check_core_mtu(tb, a, b, mtu, "measurement", "core_mtu")
     frame = int(p["frame_size"])
     payload = udp_data(frame, 4) + ping.UDP_HEADER
-    saved = set_mtu(tb, a, b, mtu)
     # the sender sets no DF bit and learns no path MTU, so the router fragments (the paper's
-    # IPv4 case) instead of answering "fragmentation needed"; restored after the trial
-    client = str(p["client"])
-    no_pmtu = tb.run(client, ["sysctl", "-n", "net.ipv4.ip_no_pmtu_disc"]).stdout.strip()
-    tb.run(client, ["sysctl", "-q", "-w", "net.ipv4.ip_no_pmtu_disc=1"])
-    tb.run(client, ["ip", "-4", "route", "flush", "cache"], check=False)
-    try:
+    # IPv4 case); MTU and sender restored after the trial
+    with link_mtu(tb, a, b, mtu), no_path_mtu(tb, str(p["client"])):
         in_b, out_a = iface_towards(tb, b, a), iface_towards(tb, a, b)
         with RouterCpu(tb, routers=[a]) as cpu:
             c0, s0, e0 = link_counters(tb, b)[in_b], snmp_ip(tb, a), link_counters(tb, a)[out_a]
             flows = [FlowSpec(4, p["client"], p["server"], float(p["pps"]))]
             doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu)
             c1, s1, e1 = link_counters(tb, b)[in_b], snmp_ip(tb, a), link_counters(tb, a)[out_a]
-    finally:
-        for node, ifname, old in saved:
-            tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
-        tb.run(client, ["sysctl", "-q", "-w", f"net.ipv4.ip_no_pmtu_disc={no_pmtu or 0}"],
-               check=False)
     sm = stream_metrics(doc)
     sent = sum(f["attempted"] for f in doc["flows"])
     on_link = c1["rx_packets"] - c0["rx_packets"]

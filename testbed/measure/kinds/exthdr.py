@@ -41,12 +41,6 @@ def snmp6(tb: TestbedLike, node: str) -> dict[str, int]:
     return {k: int(v) for k, v in (ln.split() for ln in out.splitlines() if ln.strip())}
 
 
-def _sysctl(tb: TestbedLike, node: str, key: str, value: str) -> str:
-    old = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-    tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
-    return old
-
-
 def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     variant = str(p["variant"])
     client, server, router = str(p["client"]), str(p["server"]), str(p["router"])
@@ -60,9 +54,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         if variant == "srh":  # the router processes SRv6 only where seg6_enabled is set
             for key in ("net.ipv6.conf.all.seg6_enabled",
                         f"net.ipv6.conf.{in_if}.seg6_enabled"):
-                old = _sysctl(tb, router, key, "1")
-                stack.callback(tb.run, router, ["sysctl", "-q", "-w", f"{key}={old}"],
-                               check=False)
+                stack.enter_context(stress.sysctl_set(tb, router, key, "1"))
         if p["rule"]:
             rules = folder / f"exthdr-{router}.nft"
             rules.write_text(f"table inet {RULE_TABLE} {{\n  chain upper {{ type filter hook "
