@@ -182,3 +182,31 @@ def test_scratch_undo_lives_in_the_build_scope(tmp_path: Path, monkeypatch: pyte
     assert d.exists()  # made inside a trial, but the run's: the build scope removes it
     tb.teardown()
     assert not d.exists()
+
+
+def test_sysctl_restores_in_the_nodes_namespace_and_the_core_action_has_no_undo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from testbed import actions
+
+    state = {"tb-x-h2": {"net.ipv4.ip_default_ttl": "64"}}
+    monkeypatch.setattr(actions.netlink, "read_sysctl", lambda ns, k: state[ns][k])
+    monkeypatch.setattr(actions.netlink, "set_sysctls", lambda ns, v: state[ns].update(v))
+    monkeypatch.setattr(actions.netlink, "netns_exists", lambda ns: ns in state)
+    undos: list[Undo] = []
+    env: Any = type("E", (), {"netns": lambda self, n: f"tb-x-{n}",
+                              "defer": lambda self, u: undos.append(u)})()
+    values = (("net.ipv4.ip_default_ttl", "33"),)
+    core = SetSysctls("tb-x-h2", values)
+    assert core.describe() == "tb-x-h2: sysctl net.ipv4.ip_default_ttl=33"
+    core.apply(env)
+    assert state["tb-x-h2"]["net.ipv4.ip_default_ttl"] == "33" and undos == []
+    state["tb-x-h2"]["net.ipv4.ip_default_ttl"] = "64"
+    feature = actions.Sysctl("h2", values)
+    assert feature.describe() == "h2: sysctl net.ipv4.ip_default_ttl=33"
+    feature.apply(env)
+    assert state["tb-x-h2"]["net.ipv4.ip_default_ttl"] == "33"
+    [undo] = undos
+    assert (undo.what, undo.within) == ("restore net.ipv4.ip_default_ttl on h2", "tb-x-h2")
+    undo.run()
+    assert state["tb-x-h2"]["net.ipv4.ip_default_ttl"] == "64"

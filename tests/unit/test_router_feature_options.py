@@ -322,3 +322,22 @@ def test_claim_counts_a_tier_that_could_build_the_feature() -> None:
     vm = [fc(f, ip, "works") for f in ("ipsec", "qos-hfsc", "qos") for ip in (4, 6)]
     out = claims.CHECKS["go:9"](claims.Data(host + vm))
     assert out.status == "holds" and "ipsec IPv4: 1/1 work" in out.evidence
+
+
+def test_an_nft_router_feature_without_parse_or_check_is_refused_at_definition() -> None:
+    from testbed.features import firewall
+    from testbed.features._nft import NftRouterFeature, NftTable
+    from testbed.features.base import REGISTRY
+
+    with pytest.raises(TypeError, match="needs `parse` and `check`"):
+
+        class Broken(NftRouterFeature):  # a check without parse
+            kind = "test-nft-broken"
+            nft = NftTable("tb_x", firewall.ruleset, check=firewall.check)
+
+    assert "test-nft-broken" not in REGISTRY
+    # the shipped ones: one table each, named by their module's TABLE and family
+    p = text(plan([{"kind": "firewall", "node": "r1", "allow4": ["tcp/5201"]},
+                   {"kind": "conntrack", "node": "r1"}]))
+    assert "table inet tb_firewall" in p and "table inet tb_conntrack" in p
+    assert "`nft list table inet tb_firewall` succeeds on r1" in p

@@ -193,3 +193,48 @@ def test_stream_metrics_of_a_shared_receiver_give_the_mixed_streams_ipd() -> Non
     m = stress.stream_metrics(doc)
     assert m["received"] == 990 and m["loss_percent"] == pytest.approx(1.0)
     assert m["ipd_mean_us"] == 1000.0 and "v4_loss_percent" not in m
+
+
+class _Sysctls:
+    """A node's sysctls and links as `tb.run` sees them; `fail` makes that write raise."""
+
+    def __init__(self, fail: str = "") -> None:
+        self.values = {"net.ipv4.ip_no_pmtu_disc": "0"}
+        self.mtu = {"h1": 1500, "r1": 1500}
+        self.fail = fail
+
+    def run(self, node: str, argv: list[str], *, check: bool = True) -> object:
+        from types import SimpleNamespace
+
+        if argv[:2] == ["sysctl", "-n"]:
+            return SimpleNamespace(stdout=self.values[argv[2]] + "\n")
+        if argv[:3] == ["sysctl", "-q", "-w"]:
+            key, value = argv[3].split("=")
+            if value == self.fail:
+                raise RuntimeError(f"cannot write {argv[3]}")
+            self.values[key] = value
+        elif argv[:3] == ["ip", "-j", "link"]:
+            return SimpleNamespace(stdout=json.dumps([{"mtu": self.mtu[node]}]))
+        elif argv[:4] == ["ip", "link", "set", "dev"]:
+            self.mtu[node] = int(argv[-1])
+        return SimpleNamespace(stdout="")
+
+
+def test_trial_settings_are_restored_after_the_block_and_after_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stress, "iface_towards", lambda tb, node, peer: "eth0")
+    tb = _Sysctls()
+    with stress.link_mtu(tb, "h1", "r1", 9000), stress.no_path_mtu(tb, "h1"):
+        assert tb.mtu == {"h1": 9000, "r1": 9000}
+        assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "1"
+    assert tb.mtu == {"h1": 1500, "r1": 1500}
+    assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "0"
+    # the write itself fails: the MTU set before it is restored all the same
+    tb = _Sysctls(fail="1")
+    with pytest.raises(RuntimeError, match="cannot write"), stress.link_mtu(
+        tb, "h1", "r1", 9000
+    ), stress.sysctl_set(tb, "h1", "net.ipv4.ip_no_pmtu_disc", "1"):
+        pass
+    assert tb.mtu == {"h1": 1500, "r1": 1500}
+    assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "0"
