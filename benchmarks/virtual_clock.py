@@ -19,9 +19,10 @@ Usage (as root, from the checkout; every part is optional and sized by its flags
     .venv/bin/python benchmarks/virtual_clock.py [--parts owd,throughput,transition]
         [--ip 4,6] [--rates ethernet,fastethernet] [--routers 0,1,2,3,4,5]
         [--payloads-v4 10,100,400,700,1000,1480] [--payloads-v6 10,100,400,700,1000,1460]
-        [--count 200] [--tp-payloads-v4 10,100,...] [--tp-payloads-v6 ...] [--no-load]
-        [--transition-rates ethernet,fastethernet] [--transition-sizes 100,1000,4000]
-        [--json FILE]
+        [--count 1000] [--workers 2] [--no-load]
+        [--tp-payloads-v4 10,100,...] [--tp-payloads-v6 ...]
+        [--transition-rates ethernet,fastethernet] [--transition-sizes 100,2000]
+        [--json FILE] [--keep DIR]
 
 Defaults are the full gamess-morales OWD grid (2 runs), Tables I-II payloads at ethernet
 (2 runs) and the transition quick profile: hours of TCG time; pass smaller sets to sample.
@@ -80,12 +81,17 @@ def host_load(enabled: bool) -> Iterator[list[int]]:
             p.wait()
 
 
+WORKERS = 1  # --workers: guests run side by side (each on its own virtual clock)
+
+
 def run_experiment(toml: str, name: str, db: Path, extra: list[str] | None = None) -> float:
-    """`testbed run FILE --clock virtual` (boots the tier); returns its wall time in s."""
+    """`testbed run FILE --clock virtual [--workers N]` (boots the tier); its wall time in s."""
     path = db.parent / f"{name}.toml"
     path.write_text(toml)
     t0 = time.monotonic()
     argv = [*TESTBED, "run", str(path), "--db", str(db), "--clock", "virtual", *(extra or [])]
+    if WORKERS > 1:
+        argv += ["--workers", str(WORKERS)]
     proc = subprocess.run(argv, cwd=ROOT, env={**os.environ, "TESTBED_VM_ACCEL": "tcg"})
     wall = time.monotonic() - t0
     if proc.returncode not in (0, 1):
@@ -298,8 +304,8 @@ def transition_part(a: argparse.Namespace, work: Path, report: dict[str, Any]) -
                           f'"topology.rate" = {toml_list(a.transition_rates)}')
     if a.transition_sizes:  # the quick profile's payload lists, reduced
         sizes = toml_list(a.transition_sizes)
-        src = src.replace("size = [100, 1000, 4000]", f"size = {sizes}")
-        src = src.replace("length = [100, 1000, 4000]", f"length = {sizes}")
+        src = src.replace("size = [100, 2000]", f"size = {sizes}")
+        src = src.replace("length = [100, 2000]", f"length = {sizes}")
     db = work / "transition.sqlite"
     wall = run_experiment(src, "transition", db, ["--quick"])
     rows = rows_of(db)
@@ -335,7 +341,7 @@ def main() -> int:
     p.add_argument("--routers", type=ints, default=[0, 1, 2, 3, 4, 5])
     p.add_argument("--payloads-v4", type=ints, default=OWD_V4)
     p.add_argument("--payloads-v6", type=ints, default=OWD_V6)
-    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--count", type=int, default=1000)  # the full profile's
     p.add_argument("--no-load", action="store_true", help="run 2 without loading the host")
     p.add_argument("--tp-payloads-v4", type=ints, default=TP_V4)
     p.add_argument("--tp-payloads-v6", type=ints, default=TP_V6)
@@ -344,9 +350,16 @@ def main() -> int:
     p.add_argument("--tp-runs", type=int, default=2)
     p.add_argument("--transition-rates", type=words, default=None)
     p.add_argument("--transition-sizes", type=ints, default=None,
-                   help="replace the quick profile's sizes (100,1000,4000)")
+                   help="replace the quick profile's sizes (100,2000)")
     p.add_argument("--json", type=Path, help="keep every number here")
+    p.add_argument("--workers", type=int, default=1,
+                   help="guests side by side for each run (testbed run --workers N)")
+    p.add_argument("--keep", type=Path, default=None,
+                   help="write the experiment files and databases here (default: a temporary "
+                   "folder, removed at the end)")
     a = p.parse_args()
+    global WORKERS
+    WORKERS = a.workers
     if os.geteuid() != 0:
         print("benchmarks/virtual_clock.py needs root (namespaces in the guest, as `testbed "
               "run`)", file=sys.stderr)
@@ -354,6 +367,9 @@ def main() -> int:
     report: dict[str, Any] = {"args": {k: v for k, v in vars(a).items() if k != "json"}}
     with tempfile.TemporaryDirectory(prefix="tb-vclock-") as tmp:
         work = Path(tmp)
+        if a.keep is not None:
+            a.keep.mkdir(parents=True, exist_ok=True)
+            work = a.keep
         for part, fn in (("owd", owd_part), ("throughput", tp_part),
                          ("transition", transition_part)):
             if part in a.parts:
