@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,10 @@ def register(sub: Any) -> None:
                     help="print which measurement runs on which tier and why, and the trials")
     rp.add_argument("--tier", choices=TIERS, default="auto",
                     help="auto (default): per measurement; host or vm: everything there")
+    rp.add_argument("--workers", default="auto", metavar="N",
+                    help="guests side by side for the virtual-clock part (auto, the default: "
+                    "one per core, at most 4, as memory allows; 1: one guest). Its numbers do "
+                    "not depend on placement (docs/parallel.md)")
     rp.add_argument("--only", action="append", default=[], help=argparse.SUPPRESS)
     rp.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
     rp.set_defaults(func=cmd_reproduce)
@@ -250,6 +255,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if any(c.tier == "vm" for c in choices) and not virtual:
         print("  (the full-kernel tier runs on the real clock: this testbed has no virtual "
               "clock yet, so VM timings include emulation overhead)", file=sys.stderr)
+    vm_only = [c.spec for c in choices if c.tier == "vm"]
+    on_virtual = any(c.clock == "virtual" for c in choices if c.tier == "vm")
+    workers = guest_workers(args.workers) if on_virtual else 1
+    if vm_only:
+        print(f"  the full-kernel part runs in {workers} guest(s)"
+              + (" side by side, each on its own virtual clock" if workers > 1 else ""),
+              file=sys.stderr)
     if args.dry_run:
         print(f"{sum(c.trials for c in choices)} trials", file=sys.stderr)
         return 0
@@ -263,10 +275,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"== {exp.name}: {', '.join(c.measurement for c in host)} on the host kernel",
                   file=sys.stderr)
             rc |= _run_here(_subset(exp, host), db)
-    vm_only = [c.spec for c in choices if c.tier == "vm"]
-    if vm_only:
-        rc |= _run_vm(paper, args.quick, vm_only, db,
-                      "virtual" if any(c.clock == "virtual" for c in choices) else None)
+    if vm_only and workers > 1:
+        for exp in exps:
+            mine = [c for c in choices if c.experiment == exp.name and c.tier == "vm"]
+            if mine:
+                rc |= _run_vm_parallel(_subset(exp, mine), workers, db)
+    elif vm_only:
+        rc |= _run_vm(paper, args.quick, vm_only, db, "virtual" if on_virtual else None)
     new = sorted(_run_ids(db) - before)
     if args.no_report:
         return rc
@@ -289,6 +304,43 @@ def _run_here(exp: Any, db: Path) -> int:
     from testbed.experiment import run_experiment
 
     summary = run_experiment(exp, db=db)
+    print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
+          file=sys.stderr)
+    return 1 if summary.failed else 0
+
+
+GUEST_MIB = 1536  # a virtual-clock guest (1 GiB) and its QEMU around it
+
+
+def guest_workers(spec: str, ncpu: int | None = None, free_mib: int | None = None) -> int:
+    """`--workers`: a number, or auto = one guest per host core (at most 4), as free memory
+    allows. Virtual-clock guests give the same numbers side by side (docs/parallel.md)."""
+    from testbed import vm
+
+    if spec != "auto":
+        try:
+            n = int(spec)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UsageError(f"--workers {spec!r}: expected auto or a number of guests >= 1")
+        return n
+    cores = ncpu if ncpu is not None else (os.cpu_count() or 1)
+    mib = free_mib if free_mib is not None else vm.available_memory_mib()
+    by_memory = max(1, mib // GUEST_MIB) if mib is not None else 1
+    return max(1, min(cores, 4, by_memory))
+
+
+def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
+    """The VM part of one experiment in `workers` virtual-clock guests side by side
+    (testbed run --workers: shares of whole sweep points, merged into `db`)."""
+    from testbed import parallel
+    from testbed.experiment import find_experiment
+
+    print(f"== full-kernel tier, virtual clock, {workers} guests side by side: {exp.name}: "
+          f"{', '.join(m.name for m in exp.measurements)}", file=sys.stderr)
+    summary = parallel.run_local(exp, find_experiment(exp.name), db=db, workers=workers,
+                                 clock="virtual")
     print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
           file=sys.stderr)
     return 1 if summary.failed else 0

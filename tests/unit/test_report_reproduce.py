@@ -80,3 +80,26 @@ def test_dry_run_prints_the_choice(capsys: pytest.CaptureFixture[str],
     assert "gamess-morales/owd_v4 on chain: vm tier" in err
     assert "needs per-packet serialization" in err
     assert "trials" in err.splitlines()[-1]
+
+
+def test_guest_workers_auto_is_one_per_core_within_memory_and_a_number_is_taken() -> None:
+    from testbed.commands.report import GUEST_MIB, guest_workers
+
+    assert guest_workers("auto", ncpu=2, free_mib=20000) == 2
+    assert guest_workers("auto", ncpu=16, free_mib=100000) == 4  # at most 4
+    assert guest_workers("auto", ncpu=8, free_mib=2 * GUEST_MIB + 10) == 2  # memory bounds it
+    assert guest_workers("auto", ncpu=8, free_mib=100) == 1
+    assert guest_workers("3", ncpu=1, free_mib=100) == 3  # an explicit number is obeyed
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(UsageError, match="--workers"):
+            guest_workers(bad)
+
+
+def test_dry_run_says_how_many_guests_run_side_by_side(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("testbed.capabilities.missing", lacks("netem"))
+    assert main(["reproduce", "gamess-morales", "--quick", "--dry-run", "--workers", "2"]) == 0
+    err = capsys.readouterr().err
+    assert "the full-kernel part runs in 2 guest(s) side by side" in err
+    assert main(["reproduce", "gamess-morales", "--quick", "--dry-run", "--workers", "1"]) == 0
+    assert "runs in 1 guest(s)\n" in capsys.readouterr().err
