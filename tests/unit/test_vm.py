@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,28 @@ def test_guest_programs_get_a_temporary_folder_on_the_guests_tmpfs(tmp_path: Pat
     assert f"mkdir -p {vm.GUEST_TMP_DIR}" in script
     assert f"export TMPDIR={vm.GUEST_TMP_DIR}" in script
     assert script.index(f"mkdir -p {vm.GUEST_TMP_DIR}") < script.index("export TMPDIR")
+
+
+def test_module_lines_load_all_at_once_and_name_only_the_missing(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    fake = bin_dir / "modprobe"  # records each call; fails for "jool"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\nfor a; do [ "$a" = jool ] && exit 1; done\n'
+                    "exit 0\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+
+    def run(mods: tuple[str, ...]) -> tuple[list[str], str]:
+        log.write_text("")
+        script = "\n".join(vm.module_lines(mods)) + "\n"
+        p = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+        assert p.returncode == 0
+        return log.read_text().splitlines(), p.stderr
+
+    calls, err = run(("sch_netem", "sit"))
+    assert calls == ["-q -a sch_netem sit"] and err == ""  # one program for all
+    calls, err = run(("sch_netem", "jool", "sit"))
+    assert calls[0] == "-q -a sch_netem jool sit" and len(calls) == 4  # then one by one
+    assert err.strip() == "testbed vm: module jool not loaded"
+    assert vm.module_lines(()) == []
