@@ -257,6 +257,34 @@ def test_qu4_qu10_do_not_hold_when_tayga_is_faster() -> None:
     assert status("qu:10", bad) == "does not hold"
 
 
+def test_qu10_names_jools_reassembly_when_only_fragmented_udp_is_slower() -> None:
+    trials = qu_trials(tayga_anomaly=False)
+    for t in trials:  # Jool +15 % on UDP above the MTU only: the reassembly signature
+        if t.kind == "pingpong" and t.point["topology"] == "nat64-jool" and \
+                t.point["size"] > 1750 and t.result["params"]["protocol"] == "udp":
+            t.metrics["owd_median_us"] *= 1.15
+    out = CHECKS["qu:10"](claims.Data(trials))
+    assert out.status == "does not hold" and "defragmentation" in out.reason
+    tcp_only = qu_trials({**OWD_F, "nat64-jool": 1.5}, tayga_anomaly=False)
+    for t in tcp_only:  # slower everywhere but on fragmented UDP: no reassembly reason
+        if t.kind == "pingpong" and t.result["params"]["protocol"] == "udp":
+            t.metrics["owd_median_us"] = t.metrics["owd_median_us"] / 1.5 * 1.01 \
+                if t.point["topology"] == "nat64-jool" else t.metrics["owd_median_us"]
+    out = CHECKS["qu:10"](claims.Data(tcp_only))
+    assert out.status == "does not hold" and out.reason == ""
+
+
+def test_qu8_qu9_say_when_throughputs_come_from_different_clocks() -> None:
+    bad = qu_trials(thr_f={**THR_F, "6to4": 1.1})
+    assert all(CHECKS[c](claims.Data(bad)).reason == "" for c in ("qu:8", "qu:9"))
+    for t in bad:  # the tunnels' throughput measured in the virtual-clock guest
+        if t.kind == "iperf3" and t.point["topology"] in ("6to4", "isatap"):
+            t.result["clock"] = {"clock": "virtual", "label": "virtual(icount shift=0)"}
+    for cid in ("qu:8", "qu:9"):
+        out = CHECKS[cid](claims.Data(bad))
+        assert out.status == "does not hold" and "different clocks" in out.reason, cid
+
+
 def test_qu5_qu6_qu7_do_not_hold_without_serialization() -> None:
     bad = qu_trials({**OWD_F, "nat64-tayga": 1.1, "nat64-jool": 1.1}, tayga_anomaly=False,
                     rate_scaling=False)
