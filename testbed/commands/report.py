@@ -151,6 +151,22 @@ def _feature_kernel_needs(exp: Any, topo: str) -> tuple[str, ...]:
     return kernel_needs_of_file(find_topology(topo, Path(source) if source else None))
 
 
+def _kind_kernel_needs(m: Any, trials: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """Topology -> the kernel features the trials of measurement `m` need by themselves (kinds
+    that build their own topology declare them: a feature check of ipsec, a VPN profile)."""
+    from testbed.measure import kinds
+
+    hook = kinds.get(m.kind).kernel_needs
+    out: dict[str, tuple[str, ...]] = {}
+    if hook is None:
+        return out
+    for t in trials:
+        if t.measurement.name == m.name:
+            have = out.get(t.topo.topology, ())
+            out[t.topo.topology] = have + tuple(f for f in hook(t.params) if f not in have)
+    return out
+
+
 def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str = "auto",
            virtual: bool = False) -> list[Choice]:
     """Per measurement and topology: the host kernel where it has what the measurement needs and
@@ -164,8 +180,10 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str 
         k = (t.measurement.name, t.topo.topology)
         counts[k] = counts.get(k, 0) + 1
     out = []
+    trials = plan(exp)
     for m in exp.measurements:
         topos = [str(t) for t in m.where.get("topology", exp.topology)]
+        own_needs = _kind_kernel_needs(m, trials)
         base: list[tuple[str, str]] = []  # (feature, why)
         if exp.params.get("delay") or exp.params.get("loss"):
             base.append(("netem", "links with delay/loss need netem"))
@@ -176,6 +194,8 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str 
         for topo in topos:
             needs = base + [(f, f"{topo} needs the {f} module")
                             for f in _feature_kernel_needs(exp, topo)]
+            needs += [(f, f"{m.name} builds what needs {f}")
+                      for f in own_needs.get(topo, ()) if f not in (g for g, _ in needs)]
             features = list(dict.fromkeys(f for f, _ in needs))
             lacking = missing(features) if features else []
             why = "; ".join(w for f, w in needs if f in lacking)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from testbed.addressing import AddressPlan
@@ -119,14 +119,28 @@ def kernel_needs(tables: Iterable[dict[str, object]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def kernel_needs_of_file(path: str | Path) -> tuple[str, ...]:
-    """kernel_needs of the [[features]] tables of a topology file (unparameterised)."""
+def kernel_needs_of_file(path: str | Path,
+                         switches: Mapping[str, bool] | None = None) -> tuple[str, ...]:
+    """kernel_needs of the [[features]] tables of a topology file: all of them, or with
+    `switches` (boolean parameters such as a router profile's), those whose `enabled` is on:
+    `enabled = "${vpn}"` counts only when switches["vpn"] (else the file's default) is true."""
     from testbed.topology import read_toml
 
     raw = read_toml(Path(path), "topology", "a path such as topologies/chain.toml")
     tables = raw.get("features", [])
     if not isinstance(tables, list):
         return ()
+    if switches is not None:
+        defaults = raw.get("params", {})
+        values = {**(defaults if isinstance(defaults, dict) else {}), **switches}
+
+        def on(t: dict[str, object]) -> bool:
+            flag = t.get("enabled", True)
+            if isinstance(flag, str) and flag.startswith("${") and flag.endswith("}"):
+                return bool(values.get(flag[2:-1], False))
+            return flag is not False
+
+        tables = [t for t in tables if isinstance(t, dict) and on(t)]
     return kernel_needs(t for t in tables if isinstance(t, dict))
 
 

@@ -103,3 +103,35 @@ def test_dry_run_says_how_many_guests_run_side_by_side(
     assert "the full-kernel part runs in 2 guest(s) side by side" in err
     assert main(["reproduce", "gamess-morales", "--quick", "--dry-run", "--workers", "1"]) == 0
     assert "runs in 1 guest(s)\n" in capsys.readouterr().err
+
+
+def test_kinds_that_build_their_own_topology_declare_its_kernel_needs() -> None:
+    from testbed.features import kernel_needs_of_file
+    from testbed.measure import kinds
+
+    fc = kinds.get("featurecheck").kernel_needs
+    rp = kinds.get("routerprofile").kernel_needs
+    assert fc is not None and rp is not None
+    assert "esp" in fc({"feature": "ipsec"}) and "hfsc" in fc({"feature": "qos-hfsc"})
+    assert "esp" not in fc({"feature": "nat"}) and "hfsc" not in fc({"feature": "qos"})
+    assert "esp" in rp({"topology": "router-profile", "profile": "vpn"})
+    assert "esp" not in rp({"topology": "router-profile", "profile": "plain"})
+    assert "esp" not in rp({"topology": "router-profile", "profile": "nat"})
+    from testbed.experiment import find_topology
+
+    path = find_topology("router-profile")
+    assert "esp" in kernel_needs_of_file(path)  # unswitched: every feature table counts
+    assert "esp" not in kernel_needs_of_file(path, {"vpn": False})
+
+
+def test_reproduce_puts_what_needs_esp_or_hfsc_in_the_vm(monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = load_experiment(find_experiment("gometz-2015-kernel"), "quick")
+    choices = choose(exp, lacks("esp", "hfsc"), virtual=True)
+    assert {c.measurement: c.tier for c in choices} == {"features": "vm", "profiles": "vm"}
+    assert all("esp" in c.reason for c in choices)
+    here = choose(exp, lacks(), virtual=True)  # a host with every module: all on the host
+    assert {c.tier for c in here} == {"host"}
+    gm = load_experiment(find_experiment("gometz-2015"), "quick")
+    tiers = {c.measurement: c.tier for c in choose(gm, lacks("esp", "hfsc", "netem"),
+                                                   virtual=True)}
+    assert tiers["features"] == tiers["profiles"] == "host"  # nothing there needs esp/hfsc

@@ -233,6 +233,9 @@ class Kind:
     runner: Runner
     check: Check | None = None
     programs: tuple[str, ...] = ()  # program names it starts (never sampled as features' CPU)
+    # kinds that build their own topology: the kernel features a trial with these (validated)
+    # parameters needs, so that `testbed reproduce` can choose its tier before building
+    kernel_needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

@@ -43,6 +43,15 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
         raise ParamProblem("feature", f"no check for {out['feature']!r}", ", ".join(have))
 
 
+def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the check's own topology needs of the kernel (e.g. ipsec: esp)."""
+    from testbed.experiment import find_topology
+    from testbed.features import kernel_needs_of_file
+
+    topology = str(p.get("topology") or checkable().get(str(p["feature"]), ""))
+    return kernel_needs_of_file(find_topology(topology)) if topology else ()
+
+
 def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     del tb, ctx  # the check builds its own topology
     kind = str(p["feature"])
@@ -84,4 +93,5 @@ KIND = Kind(
     ),
     runner=run,
     check=check,
+    kernel_needs=kernel_needs,
 )

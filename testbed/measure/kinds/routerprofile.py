@@ -42,6 +42,16 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                            ", ".join(have))  # fmt: skip
 
 
+def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the profile's features need of the kernel (vpn: esp), the others switched off."""
+    from testbed.experiment import find_topology
+    from testbed.features import kernel_needs_of_file
+
+    topology = str(p["topology"])
+    switches = {k: k == p["profile"] for k in profiles(topology) if k != PLAIN}
+    return kernel_needs_of_file(find_topology(topology), switches)
+
+
 def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     del tb  # the profile builds its own topology
     from testbed.measure import kinds
@@ -95,4 +105,5 @@ KIND = Kind(
     ),
     runner=run,
     check=check,
+    kernel_needs=kernel_needs,
 )
