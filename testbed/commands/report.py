@@ -292,7 +292,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     for exp in exps:
         host = [c for c in choices if c.experiment == exp.name and c.tier == "host"]
         if host:
-            print(f"== {exp.name}: {', '.join(c.measurement for c in host)} on the host kernel",
+            names = ", ".join(dict.fromkeys(c.measurement for c in host))
+            print(f"== {exp.name}: {names} on the host kernel",
                   file=sys.stderr)
             rc |= _run_here(_subset(exp, host), db)
     if vm_only and workers > 1:
