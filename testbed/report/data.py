@@ -80,11 +80,14 @@ def run_clock(prov: Mapping[str, Any]) -> str:
 
 
 def trial_env(t: results.TrialRow, prov: Mapping[str, Any]) -> Env:
-    """A trial's environment: its run's tier and clock, and the qdiscs in force when it ran."""
-    clock = results.clock_kind(t.result.get("clock")) if isinstance(t.result, Mapping) else None
+    """A trial's environment: its tier and clock (its own record first, then its run's: a run
+    coordinated on the host has trials measured in guests), and the qdiscs in force."""
+    doc = t.result.get("clock") if isinstance(t.result, Mapping) else None
+    clock = results.clock_kind(doc)
+    tier = "vm" if isinstance(doc, Mapping) and doc.get("in_vm") else run_tier(prov)
     kinds = _qdisc_kinds(t.qdiscs)
     shaping = "netem" if "netem" in kinds else "tbf" if "tbf" in kinds else "none"
-    return Env(run_tier(prov), clock or run_clock(prov), shaping)
+    return Env(tier, clock or run_clock(prov), shaping)
 
 
 def load(db: Path, run_ids: Sequence[str] = (), experiments: Sequence[str] = ()) -> Dataset:

@@ -393,3 +393,6 @@ def test_trial_env_reads_the_clock_the_runner_stores() -> None:
     assert data.trial_env(row, {"in_vm": True}).clock == "virtual"
     real = {**row.to_dict(), "result": {"clock": waiting.clock_info({})}}
     assert data.trial_env(results.TrialRow(**real), {}).clock == "real"
+    # a parallel run is recorded by its coordinator on the host; its trials ran in guests
+    assert data.trial_env(row, {"hostname": "devbox"}).tier == "vm"
+    assert data.trial_env(results.TrialRow(**real), {"hostname": "devbox"}).tier == "host"
