@@ -175,12 +175,12 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str 
     module). Topologies of one measurement on the same tier share one choice."""
     from testbed.experiment import plan
 
+    trials = plan(exp)
     counts: dict[tuple[str, str], int] = {}
-    for t in plan(exp):
+    for t in trials:
         k = (t.measurement.name, t.topo.topology)
         counts[k] = counts.get(k, 0) + 1
     out = []
-    trials = plan(exp)
     for m in exp.measurements:
         topos = [str(t) for t in m.where.get("topology", exp.topology)]
         own_needs = _kind_kernel_needs(m, trials)
@@ -324,7 +324,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def _run_here(exp: Any, db: Path) -> int:
     from testbed.experiment import run_experiment
 
-    summary = run_experiment(exp, db=db)
+    return _said(run_experiment(exp, db=db))
+
+
+def _said(summary: Any) -> int:
+    """Print a run's summary line; its exit status (1 when a trial failed)."""
     print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
           file=sys.stderr)
     return 1 if summary.failed else 0
@@ -360,11 +364,8 @@ def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
 
     print(f"== full-kernel tier, virtual clock, {workers} guests side by side: {exp.name}: "
           f"{', '.join(m.name for m in exp.measurements)}", file=sys.stderr)
-    summary = parallel.run_local(exp, find_experiment(exp.name), db=db, workers=workers,
-                                 clock="virtual")
-    print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
-          file=sys.stderr)
-    return 1 if summary.failed else 0
+    return _said(parallel.run_local(exp, find_experiment(exp.name), db=db, workers=workers,
+                                    clock="virtual"))
 
 
 def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | None) -> int:

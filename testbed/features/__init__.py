@@ -131,16 +131,12 @@ def kernel_needs_of_file(path: str | Path,
     if not isinstance(tables, list):
         return ()
     if switches is not None:
+        from testbed.topology import _substitute  # the one ${param} resolver
+
         defaults = raw.get("params", {})
         values = {**(defaults if isinstance(defaults, dict) else {}), **switches}
-
-        def on(t: dict[str, object]) -> bool:
-            flag = t.get("enabled", True)
-            if isinstance(flag, str) and flag.startswith("${") and flag.endswith("}"):
-                return bool(values.get(flag[2:-1], False))
-            return flag is not False
-
-        tables = [t for t in tables if isinstance(t, dict) and on(t)]
+        tables = [t for i, t in enumerate(tables) if isinstance(t, dict) and bool(
+            _substitute(t.get("enabled", True), values, str(path), f"features[{i}].enabled"))]
     return kernel_needs(t for t in tables if isinstance(t, dict))
 
 
