@@ -36,6 +36,20 @@ def _open(path: Path, params: Mapping[str, str]) -> Iterator[_Testbed]:
     yield _Testbed(params)
 
 
+def _claim_death() -> bool:
+    """One of TB_FAKE_DIE_TIMES deaths, claimed atomically: two workers reaching a matching
+    trial at the same moment must not both die."""
+    marks = Path(os.environ["TB_FAKE_DIE_DIR"])
+    marks.mkdir(exist_ok=True)
+    for i in range(int(os.environ.get("TB_FAKE_DIE_TIMES", "1"))):
+        try:
+            os.close(os.open(marks / f"death-{i}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        return True
+    return False
+
+
 def _trial(tb: Any, t: Any, ctx: Any) -> Measured:
     cell = f"{t.measurement.name}/{t.group_key}/{t.repetition}"
     log = os.environ.get("TB_FAKE_LOG")
@@ -43,21 +57,17 @@ def _trial(tb: Any, t: Any, ctx: Any) -> Measured:
         with open(log, "a") as f:
             f.write(cell + "\n")
     die_on = os.environ.get("TB_FAKE_DIE_ON")
-    if die_on and die_on in cell:
-        marks = Path(os.environ["TB_FAKE_DIE_DIR"])
-        marks.mkdir(exist_ok=True)
-        if len(list(marks.iterdir())) < int(os.environ.get("TB_FAKE_DIE_TIMES", "1")):
-            (marks / str(os.getpid())).touch()
-            if os.environ.get("TB_FAKE_GUEST"):  # like a guest: a session of its own
-                import subprocess
+    if die_on and die_on in cell and _claim_death():
+        if os.environ.get("TB_FAKE_GUEST"):  # like a guest: a session of its own
+            import subprocess
 
-                guest = subprocess.Popen(["sleep", "300"], start_new_session=True)
-                Path(os.environ["TB_FAKE_GUEST"]).write_text(str(guest.pid))
-                time.sleep(1.5)  # the coordinator sees it
-            # the worker dies: this process, or the Dask worker above it (its child dies too)
-            pid = os.getppid() if os.environ.get("TB_FAKE_DIE_PARENT") else os.getpid()
-            os.kill(pid, signal.SIGKILL)
-            time.sleep(30)
+            guest = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            Path(os.environ["TB_FAKE_GUEST"]).write_text(str(guest.pid))
+            time.sleep(1.5)  # the coordinator sees it
+        # the worker dies: this process, or the Dask worker above it (its child dies too)
+        pid = os.getppid() if os.environ.get("TB_FAKE_DIE_PARENT") else os.getpid()
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(30)
     time.sleep(float(os.environ.get("TB_FAKE_DELAY", "0.05")))
     size = t.params.get("size") or 0
     return Measured({"value": 1000.0 * t.params.get("ip", 4) + size + 0.5 * t.repetition},
