@@ -502,11 +502,13 @@ def run_experiment(
     ctx: kinds.Context | None = None,
     run_trial: Callable[[Any, TrialPlan, kinds.Context], kinds.Measured] | None = None,
     share: tuple[str, Collection[str]] | None = None,
+    on_commit: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Run every trial of `exp`, storing each in `db` as it finishes; with `resume`, continue
     the last unfinished run of the same experiment and profile, skipping its finished trials.
     `share` = (run id, trial keys): only those trials of that run (a parallel run's worker,
     testbed.parallel); the run is left unfinished here (the run's own database finishes it).
+    `on_commit` is called after each trial is stored, between trials (a guest's journal).
 
     A database that cannot be written (disk full, removed, locked) stops the run with a
     StoreError; every trial committed before stays, and `--resume` continues from there."""
@@ -549,6 +551,8 @@ def run_experiment(
                     qd = tb.qdiscs()
                     for t in members:
                         failed += _one(con, run_id, exp, t, tb, topo_doc, qd, do_trial, ctx, prog)
+                        if on_commit is not None:
+                            on_commit()
             except TestbedError as exc:
                 # the topology could not be built (or torn down): every trial left says why
                 for t in members:
@@ -562,6 +566,8 @@ def run_experiment(
                         "error", f"topology {tp.label}: {exc}", {}, {}, {}, []))
                     prog.finish(ok=False)
                     failed += 1
+                if on_commit is not None:
+                    on_commit()
                 prog.note(f"topology {tp.label} failed: {exc}")
         prog.close()
         finished = not todo or all(t.key(run_id) in results.done_keys(con, run_id)

@@ -160,36 +160,30 @@ the end)."""
 
 class Journal:
     """While a guest's worker runs: copies each trial committed to `db` to `path` (appended,
-    flushed, synced) from a background thread; the last copy is made on exit."""
+    flushed, synced). The worker calls `copy` after each trial it commits (`on_commit` of
+    run_experiment), between trials: no thread wakes inside the guest while a trial measures
+    (on the virtual clock, a wake-up at a point that depends on host I/O shifts the
+    measurement); the last copy is made on exit."""
 
-    def __init__(self, db: Path, path: Path, poll_s: float = POLL_S) -> None:
-        self.db, self.path, self.poll_s = db, path, poll_s
+    def __init__(self, db: Path, path: Path) -> None:
+        self.db, self.path = db, path
         self.mark = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="testbed-journal", daemon=True)
 
     def copy(self) -> None:
-        rows, self.mark = read_rows(self.db, self.mark)
-        if rows:
-            with self.path.open("a") as f:
-                f.write("".join(json.dumps(r) + "\n" for r in rows))
-                f.flush()
-                os.fsync(f.fileno())
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
-            with suppress(OSError, sqlite3.Error):
-                self.copy()
+        with suppress(OSError, sqlite3.Error):
+            rows, mark = read_rows(self.db, self.mark)
+            if rows:
+                with self.path.open("a") as f:
+                    f.write("".join(json.dumps(r) + "\n" for r in rows))
+                    f.flush()
+                    os.fsync(f.fileno())
+            self.mark = mark  # only once written: a failed copy is tried again next time
 
     def __enter__(self) -> Journal:
-        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        with suppress(OSError, sqlite3.Error):
-            self.copy()
+        self.copy()
 
 
 def read_journal(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

@@ -6,12 +6,15 @@ import argparse
 import json
 import sys
 import time
-from contextlib import closing
+from contextlib import AbstractContextManager, closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed import results
 from testbed.errors import UsageError
+
+if TYPE_CHECKING:
+    from testbed.parallel import Journal
 
 
 def register(sub: Any) -> None:
@@ -134,8 +137,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from testbed.parallel import read_share
 
         share = read_share(args.share)
-        with share_journal(args.share, db):
-            summary = run_experiment(exp, db=db, share=(share.run_id, share.keys))
+        with share_journal(args.share, db) as journal:
+            summary = run_experiment(exp, db=db, share=(share.run_id, share.keys),
+                                     on_commit=journal.copy if journal is not None else None)
     else:
         summary = run_experiment(exp, db=db, resume=args.resume)
     print(
@@ -185,7 +189,7 @@ def run_parallel(exp: Any, path: Path, args: argparse.Namespace, db: Path,
                               clock=args.clock)
 
 
-def share_journal(share: Path, db: Path) -> Any:
+def share_journal(share: Path, db: Path) -> AbstractContextManager[Journal | None]:
     """In a guest, a worker's trials also go to a journal beside its share file (on the host):
     the coordinator gets each one as it is committed, not when the guest ends."""
     import os
@@ -194,7 +198,7 @@ def share_journal(share: Path, db: Path) -> Any:
     from testbed import parallel, vm
 
     if os.environ.get(vm.ENV_IN_VM) != "1":
-        return nullcontext()
+        return nullcontext(None)
     return parallel.Journal(db, Path(share).parent / parallel.JOURNAL)
 
 

@@ -160,6 +160,29 @@ def test_run_stores_every_trial_with_provenance(tmp_path: Path) -> None:
         assert results.schema_version(con) == results.SCHEMA_VERSION
 
 
+def test_on_commit_runs_after_each_stored_trial_never_during_one(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    exp = load_experiment(FAKE, "quick")
+    seen: list[int] = []
+    busy = {"in_trial": False}
+
+    def trial(tb: Any, t: Any, ctx: Any) -> Measured:
+        busy["in_trial"] = True
+        try:
+            return fake_trial(tb, t, ctx)
+        finally:
+            busy["in_trial"] = False
+
+    def committed() -> None:
+        assert not busy["in_trial"]
+        with closing(results.connect(db)) as con:
+            seen.append(len(list(results.trials(con))))
+
+    s = run_experiment(exp, db=db, open_testbed=fake_open([]), progress=quiet(), run_trial=trial,
+                       on_commit=committed)
+    assert seen == list(range(1, s.planned + 1))  # once per trial, each already stored
+
+
 def test_failed_trial_is_recorded_and_retried_on_resume(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     exp = load_experiment(FAKE, "quick")

@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import closing
@@ -357,13 +356,14 @@ def test_journal_streams_a_guests_trials_as_they_are_committed(
 
     with closing(results.connect(db)) as con:
         results.start_run(con, "e", "full", {}, {}, 3, run_id="R")
-        with Journal(db, journal, poll_s=0.05):
+        with Journal(db, journal) as j:
             results.write_trial(con, row(0))
-            deadline = time.monotonic() + 10
-            while not read_journal(journal)[0] and time.monotonic() < deadline:
-                time.sleep(0.05)
+            assert read_journal(journal) == ([], 0)  # no thread: copied when told, between trials
+            j.copy()
             first, offset = read_journal(journal)
             assert [r["trial_key"] for r in first] == ["R/m/g/0"]  # before the worker ended
+            j.copy()
+            assert read_journal(journal, offset) == ([], offset)  # nothing copied twice
             results.write_trial(con, row(1))
         more, offset = read_journal(journal, offset)
         assert [r["trial_key"] for r in more] == ["R/m/g/1"]  # the last copy, on exit
