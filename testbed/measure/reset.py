@@ -180,6 +180,7 @@ def outage_once(tb: Any, ctx: Any, p: Mapping[str, Any]) -> dict[str, Any]:
         sent_text, err = tx.popen.communicate(timeout=waiting.process_timeout(duration * 3 + 30))
         if tx.popen.returncode != 0:
             raise DaemonError("udp sender", p["client"], f"exit {tx.popen.returncode}", err)
+        udpprobe.senders_done(rx)
         rx.popen.wait(timeout=waiting.process_timeout(timeout + 30))
     finally:
         rx.stop()

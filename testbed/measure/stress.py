@@ -130,6 +130,8 @@ def run_flows(tb: Any, ctx: Any, flows: Sequence[FlowSpec], frame_size: int, dur
             sent_docs.append(json.loads(out_text))
         cpu_doc = cpu.stop() if cpu is not None else None
         got: dict[tuple[str, int], dict[str, Any]] = {}
+        for _port, _out, rx in recv.values():
+            udpprobe.senders_done(rx)
         for key, (_port, out, rx) in recv.items():
             rx.popen.wait(timeout=waiting.process_timeout(duration + 30))
             if not out.exists():

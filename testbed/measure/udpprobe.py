@@ -10,10 +10,13 @@ Pure parts: `parse_snmp_udp`, `interarrival_summary`, `histogram`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import itertools
 import math
+import select
+import signal
 import socket
 import struct
 import sys
@@ -253,10 +256,57 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     }
 
 
+SENDERS_DONE = signal.SIGUSR1
+"""Sent to a receiver once its senders have ended (`senders_done`): if nothing has come yet,
+it waits `idle_s` more, then ends with what it has (nothing)."""
+
+
+def senders_done(proc: Any) -> None:
+    """Tell a receiver started by the caller (a ManagedProcess, or anything with `.popen`) that
+    its senders have ended; a receiver that already ended is left alone."""
+    popen = getattr(proc, "popen", proc)
+    with contextlib.suppress(ProcessLookupError):
+        popen.send_signal(SENDERS_DONE)
+
+
+_WAKE: list[socket.socket] = []  # the pair behind the wakeup fd: open for the process's life
+
+
+def _listen_for_senders_done() -> socket.socket:
+    """From now on, `SENDERS_DONE` makes the returned socket readable and never ends this
+    process, however late it comes (the receiver runs as a program's main thread)."""
+    if not _WAKE:
+        _WAKE.extend(socket.socketpair())
+        for w in _WAKE:
+            w.setblocking(False)
+        signal.signal(SENDERS_DONE, lambda *_: None)
+        signal.set_wakeup_fd(_WAKE[1].fileno(), warn_on_full_buffer=False)
+    return _WAKE[0]
+
+
+def _first_datagram(s: socket.socket, wake: socket.socket, buf: bytearray, idle_s: float,
+                    max_wait_s: float) -> int:
+    """Block until the first datagram (its size) or until the caller says its senders ended
+    (`wake` readable), then wait `idle_s` more. No timer wakes this process meanwhile: on the
+    virtual clock a wake-up would land at a point that depends on how long the sender took to
+    start (host I/O) and shift the sender it shares the CPU with. On the real clock
+    `max_wait_s` bounds the wait too (TimeoutError); in a virtual-clock guest a guest-time
+    bound would fire early (the clock leaps while a program starts), so the caller's own
+    host-time deadline, and its `stop`, bound it there."""
+    ready, _, _ = select.select([s, wake], [], [], None if waiting.is_virtual() else max_wait_s)
+    if not ready:
+        raise TimeoutError("no datagram within max_wait_s")
+    if s not in ready:  # the senders ended with nothing here yet: what is still in flight
+        s.settimeout(idle_s)
+    return s.recv_into(buf)
+
+
 def recv(
     host: str, port: int, idle_s: float, max_wait_s: float, timestamps: bool,
 ) -> dict[str, Any]:
-    """Count datagrams until `idle_s` passes without one (or `max_wait_s` with none at all)."""
+    """Count datagrams until `idle_s` passes without one; with none at all, until `idle_s`
+    after the caller says the senders ended (`senders_done`), or `max_wait_s` (real clock)."""
+    wake = _listen_for_senders_done()  # before the caller can see it listening
     s = socket.socket(_family(host), socket.SOCK_DGRAM)
     _big_buffer(s, socket.SO_RCVBUF, SO_RCVBUFFORCE)
     s.bind((host, port))
@@ -268,18 +318,8 @@ def recv(
     arrivals: list[int] = []
     clock = time.perf_counter_ns
     first = last = 0
-    # The first datagram comes once the sender has started: in a virtual-clock guest that
-    # start reads over 9p and the guest clock leaps, so `max_wait_s` is host wall time there.
-    deadline = waiting.Deadline(max_wait_s)
-    s.settimeout(0.5 if waiting.is_virtual() else max_wait_s)
     try:
-        while True:
-            try:
-                nbytes = s.recv_into(buf)
-                break
-            except TimeoutError:
-                if deadline.expired():
-                    raise
+        nbytes = _first_datagram(s, wake, buf, idle_s, max_wait_s)
         first = last = clock()
         count = 1
         if timestamps:

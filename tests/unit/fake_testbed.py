@@ -41,6 +41,7 @@ class FakePopen:
         self.stdin_text = ""
         self.on_end = on_end
         self.returncode: int | None = None
+        self.signals: list[int] = []  # what the runner sent it (send_signal) while it ran
 
     def _end(self) -> int:
         if self.returncode is None:
@@ -60,6 +61,10 @@ class FakePopen:
 
     def poll(self) -> int | None:
         return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            self.signals.append(sig)
 
 
 class FakeProc:

@@ -19,11 +19,11 @@ import pytest
 
 from testbed import netlink, results
 from testbed.errors import CommandError, DaemonError, SpecError
-from testbed.measure import docs, iperf, ping
+from testbed.measure import docs, iperf, ping, udpprobe
 from testbed.measure import kinds as kinds_pkg
 from testbed.measure.kinds import KINDS, Context, Measured, base, measure, validate_params
 from testbed.measure.kinds.base import UNITS, Metric, serve
-from tests.unit.fake_testbed import DATA, FakeTestbed, data
+from tests.unit.fake_testbed import DATA, FakeTestbed, data, program
 
 
 def ctx() -> Context:
@@ -254,6 +254,13 @@ def test_stackcost(tmp_path: Path) -> None:
     check_clean(tb, m, "stackcost")
 
 
+def told_senders_done(tb: FakeTestbed) -> list[bool]:
+    """Per receiver started: whether it was told its senders ended before it was read (it
+    waits with no timer of its own on the virtual clock)."""
+    return [udpprobe.SENDERS_DONE in p.popen.signals for p in tb.procs
+            if program(p.argv) == "udpprobe recv"]
+
+
 def test_receiver_reads_the_receivers_file_and_removes_it(tmp_path: Path) -> None:
     recv = json.loads(data("udpprobe_recv_timestamps.json"))
     tb = FakeTestbed(tmp_path / "scratch", {
@@ -267,6 +274,7 @@ def test_receiver_reads_the_receivers_file_and_removes_it(tmp_path: Path) -> Non
     (rx,) = tb.started("udpprobe recv")
     out = Path(rx[rx.index("--out") + 1])
     assert out.parent == tmp_path / "scratch" / "measure"  # the run's scratch folder
+    assert told_senders_done(tb) == [True]
     assert not out.exists()
     check_clean(tb, m, "receiver")
 
@@ -285,6 +293,7 @@ def test_rfc2544_search_over_canned_trials(tmp_path: Path) -> None:
     assert m.metrics["generator_limited"] == 0.0
     assert m.metrics["ip_payload"] == 1480 and m.metrics["udp_data"] == 1472
     assert m.metrics["search_trials"] == len(tb.started("udpprobe recv"))
+    assert told_senders_done(tb) == [True] * int(m.metrics["search_trials"])
     check_clean(tb, m, "rfc2544")
 
 

@@ -4,9 +4,11 @@ not."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
-import threading
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -154,30 +156,68 @@ def test_daemon_readiness_poll_survives_a_leaping_guest_clock(virtual: Path,
     assert actions.poll(None, [Countdown()], 10.0) is None  # type: ignore[arg-type]
 
 
-def test_udp_receiver_first_datagram_wait_is_host_time(virtual: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """The receiver waits for a sender that is still starting (reading over 9p): its max_wait
-    is host time, so a guest whose socket timeouts run out early keeps waiting."""
-    monkeypatch.setattr(waiting, "host_time", lambda env=None: 0.0)  # the host barely moves
+def _receiver(port: int, env: dict[str, str], max_wait: float = 0.3
+              ) -> subprocess.Popen[str]:
+    """The receiver probe as a program (it owns its signals), once its port is bound."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed.measure.udpprobe", "recv", "--host", "127.0.0.1",
+         "--port", str(port), "--idle", "0.2", "--max-wait", str(max_wait)],
+        env={**os.environ, **env}, stdout=subprocess.PIPE, text=True)
+    deadline = time.perf_counter() + 30
+    while time.perf_counter() < deadline and proc.poll() is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return proc  # bound by the receiver
+        time.sleep(0.02)
+    proc.kill()
+    raise AssertionError("the receiver did not bind its port")
+
+
+def _wakeups(pid: int) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(text.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+VIRTUAL_ENV = {"TESTBED_CLOCK": "virtual", "TESTBED_ICOUNT_SHIFT": "0"}
+
+
+def test_udp_receiver_waits_for_its_sender_without_a_timer_on_the_virtual_clock(
+        tmp_path: Path) -> None:
+    """The receiver waits for a sender that is still starting (reading over 9p, the guest
+    clock leaping): no guest-time deadline may end that wait, and no timer may wake it while
+    the sender sends (a wake-up there shifts the sender it shares the CPU with)."""
     port = _free_udp_port()
-    got: dict[str, Any] = {}
-    t = threading.Thread(target=lambda: got.update(
-        udpprobe.recv("127.0.0.1", port, idle_s=0.2, max_wait_s=0.3, timestamps=False)))
-    t.start()
-    time.sleep(1.2)  # > max_wait_s of local time: a guest-clock deadline would have fired
+    proc = _receiver(port, {**VIRTUAL_ENV, "TESTBED_HOST_CLOCK": str(tmp_path / "stamp")})
+    time.sleep(0.3)  # settled in its wait
+    before = _wakeups(proc.pid)
+    time.sleep(1.2)  # > max_wait_s: a guest-clock deadline would have fired, a poll woken it
+    assert _wakeups(proc.pid) == before and proc.poll() is None
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for _ in range(3):
             s.sendto(b"x" * 10, ("127.0.0.1", port))
-    t.join(10)
-    assert got["received_by_socket"] == 3
+    udpprobe.senders_done(proc)  # late: it has its datagrams already, and it must survive
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and json.loads(out)["received_by_socket"] == 3
 
 
-def test_udp_receiver_gives_up_after_max_wait_on_the_host(real: None,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(time, "monotonic", time.perf_counter)
-    doc = udpprobe.recv("127.0.0.1", _free_udp_port(), idle_s=0.1, max_wait_s=0.2,
-                        timestamps=False)
-    assert doc["received_by_socket"] == 0
+def test_udp_receiver_with_nothing_ends_when_told_its_senders_ended(tmp_path: Path) -> None:
+    port = _free_udp_port()
+    proc = _receiver(port, {**VIRTUAL_ENV, "TESTBED_HOST_CLOCK": str(tmp_path / "stamp")})
+    time.sleep(0.5)
+    assert proc.poll() is None  # still waiting: nothing bounds it by guest time
+    udpprobe.senders_done(proc)
+    out, _ = proc.communicate(timeout=30)
+    doc = json.loads(out)
+    assert proc.returncode == 0 and doc["received_by_socket"] == 0 and doc["received"] == 0
+
+
+def test_udp_receiver_gives_up_after_max_wait_on_the_real_clock() -> None:
+    port = _free_udp_port()
+    proc = _receiver(port, {"TESTBED_CLOCK": "real"}, max_wait=0.3)
+    out, _ = proc.communicate(timeout=30)  # never told: max_wait ends it
+    assert proc.returncode == 0 and json.loads(out)["received_by_socket"] == 0
 
 
 def _free_udp_port() -> int:

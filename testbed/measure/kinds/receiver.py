@@ -34,6 +34,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
                 udpprobe.send_argv(ctx.python, host=tb.address(p["server"], ip_v),
                                    port=rx.port, size=data, pps=pps, duration_s=duration),
                 timeout_s=duration * 3 + 30, what="udp sender")
+        udpprobe.senders_done(rx.proc)
         got = rx.result(duration + 30)
     timing = got["timing"]
     ipd = timing["ipd"]

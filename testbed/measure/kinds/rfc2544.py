@@ -60,6 +60,7 @@ def udp_trial(
                 udpprobe.send_argv(ctx.python, host=dst, port=rx.port, size=data, pps=pps,
                                    duration_s=duration),
                 timeout_s=duration * 3 + 30, what="udp sender")
+            udpprobe.senders_done(rx.proc)
             got = rx.result(duration + 30)
         # Both clocks are CLOCK_MONOTONIC of this machine. (Kernel receive stamps are not used:
         # across veth and namespaces they can carry the sender's time, hiding the queue.)
