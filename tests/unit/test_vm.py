@@ -202,6 +202,7 @@ def test_vng_argv_virtual_clock_is_icount_on_one_tcg_vcpu(tmp_path: Path) -> Non
     argv = vm.vng_argv(spec(tmp_path, clock="virtual", kvm=True, cpus=2), Path("vng"))
     assert "--qemu-opts=-icount shift=0,sleep=off" in argv
     assert "--disable-kvm" in argv  # icount does not work with KVM
+    assert {"--append=nokaslr", "--append=norandmaps"} <= set(argv)  # same addresses each boot
     assert argv[argv.index("--cpus") + 1] == "1"
     # vng joins its --qemu-opts into one shell line: each must split into QEMU's words
     opts = [a.split("=", 1)[1] for a in argv if a.startswith("--qemu-opts=")]
@@ -210,7 +211,7 @@ def test_vng_argv_virtual_clock_is_icount_on_one_tcg_vcpu(tmp_path: Path) -> Non
 
 def test_vng_argv_real_clock_has_no_icount(tmp_path: Path) -> None:
     argv = vm.vng_argv(spec(tmp_path), Path("vng"))
-    assert not any("icount" in a for a in argv)
+    assert not any("icount" in a or a.startswith("--append") for a in argv)
 
 
 def test_vng_argv_icount_shift(tmp_path: Path) -> None:
@@ -237,8 +238,10 @@ def test_clock_env_tells_the_guest(tmp_path: Path) -> None:
         "TESTBED_CLOCK": "virtual",
         "TESTBED_ICOUNT_SHIFT": "0",
         "TESTBED_HOST_CLOCK": str(tmp_path / vm.HOST_CLOCK_FILE),
+        "PYTHONHASHSEED": "0",
     }
     assert vm.clock_env("real", 0, tmp_path)["TESTBED_CLOCK"] == "real"
+    assert "PYTHONHASHSEED" not in vm.clock_env("real", 0, tmp_path)
     assert "TESTBED_ICOUNT_SHIFT" not in vm.clock_env("real", 0, tmp_path)
     script = vm.guest_script(spec(tmp_path, env=env))
     assert "export TESTBED_CLOCK=virtual" in script.splitlines()
