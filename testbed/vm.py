@@ -462,9 +462,9 @@ def vng_argv(spec: VmSpec, vng: Path) -> list[str]:
 
 VIRTUAL_KERNEL_OPTIONS = ("nokaslr", "norandmaps")
 """Kernel options of a virtual-clock guest: the same addresses in every boot, kernel and
-processes. A buffer's alignment decides how many instructions copying it takes, so with
-randomized addresses one boot's probe ran every exchange ~300 instructions (0.15 µs) cheaper
-than another's."""
+processes. With randomized addresses one boot's probe ran every exchange of a cell ~300
+instructions (0.15 µs) cheaper than three others did; what a copy costs in instructions can
+depend on its buffers' alignment, which randomized addresses change from boot to boot."""
 
 
 def icount_option(shift: int) -> str:
