@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import json
 import os
 import sys
 import time
@@ -160,10 +161,14 @@ def _kind_kernel_needs(m: Any, trials: Sequence[Any]) -> dict[str, tuple[str, ..
     out: dict[str, tuple[str, ...]] = {}
     if hook is None:
         return out
+    asked: dict[str, tuple[str, ...]] = {}  # a hook may read files: once per distinct params
     for t in trials:
         if t.measurement.name == m.name:
+            key = json.dumps(t.params, sort_keys=True, default=str)
+            if key not in asked:
+                asked[key] = hook(t.params)
             have = out.get(t.topo.topology, ())
-            out[t.topo.topology] = have + tuple(f for f in hook(t.params) if f not in have)
+            out[t.topo.topology] = have + tuple(f for f in asked[key] if f not in have)
     return out
 
 
