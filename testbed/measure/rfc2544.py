@@ -20,6 +20,8 @@ class TrialOutcome:
     late_s: float | None = None  # last arrival minus end of sending: a queue left behind
     duration_s: float | None = None  # how long the generator sent
     extra: dict[str, Any] = field(default_factory=dict)
+    paced: float | None = None  # the rate it sent at apart from its stalls (None: `achieved`)
+    stalled_s: float = 0.0  # how long the generator was stopped (descheduled) mid-trial
 
     @property
     def lost(self) -> int:
@@ -32,6 +34,21 @@ class TrialOutcome:
     def generator_short(self, tolerance: float) -> bool:
         """True when the generator sent noticeably slower than asked (by more than `tolerance`)."""
         return self.achieved < self.offered * (1.0 - tolerance)
+
+    def credited(self, tolerance: float = 0.001, max_stalled: float = 0.01) -> float:
+        """The rate this trial shows the device carrying (if it passed): the offered rate when
+        the generator sent at it within `tolerance` apart from stalls adding up to at most
+        `max_stalled` of the trial, else what it really sent.
+
+        RFC 2544 reports offered rates. A generator stopped for a moment (descheduled; on the
+        virtual clock, its guest busy elsewhere) sends less in all, but what it sent came at the
+        offered rate, and a device that kept up with that kept up with the rate asked.
+        """
+        pace = self.achieved if self.paced is None else self.paced
+        stalls_ok = self.duration_s is None or self.stalled_s <= max_stalled * self.duration_s
+        if stalls_ok and pace >= self.offered * (1.0 - tolerance):
+            return self.offered
+        return self.achieved
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -47,7 +64,9 @@ Trial = Callable[[float], TrialOutcome]
 class ThroughputResult:
     """Outcome of the zero-loss throughput search.
 
-    `throughput` is the highest offered rate that lost nothing. When `limited_by` is "generator"
+    `throughput` is the highest rate a passing trial showed the device carrying
+    (`TrialOutcome.credited`: its offered rate when the generator kept to it, else what it
+    really sent); `sent` is what that trial really sent. When `limited_by` is "generator"
     the traffic generator could not offer more than `generator_max`: the device's own limit was
     not reached and is only known to be at least `throughput`.
     """
@@ -59,6 +78,7 @@ class ThroughputResult:
     generator_max: float | None
     trials: tuple[TrialOutcome, ...]
     note: str
+    sent: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -89,6 +109,7 @@ def throughput_search(
     max_trials: int = 40,
     guess_from_loss: bool = True,
     max_late_s: float | None = None,
+    credit_tolerance: float = 0.001,
 ) -> ThroughputResult:
     """Binary search for the highest rate in [min_rate, max_rate] at which nothing is lost.
 
@@ -98,7 +119,9 @@ def throughput_search(
     gets no higher than the lower bound, the rate is asked once more, faster by the shortfall;
     only when that too gets no higher does it cap the search, and the result then says
     `limited_by="generator"`, never that the device was the limit. The bracket is kept in offered
-    rates; the throughput reported is the most that a passing trial really sent.
+    rates; the throughput reported is the highest rate a passing trial is credited with
+    (`TrialOutcome.credited` with `credit_tolerance`): its offered rate when the generator sent
+    at it apart from momentary stalls, else what it really sent.
     With `guess_from_loss`, the first failing trial's delivered fraction picks the next rate to try
     (just under the rate that got through), which is still a valid bracket step, only faster.
     `max_late_s`: see `passed`.
@@ -131,6 +154,7 @@ def throughput_search(
             return ThroughputResult(
                 max_rate, "max_rate", resolution, max_rate, None, tuple(trials),
                 "no loss at the highest rate tried: the device is at least this fast",
+                first.achieved,
             )
         generator_capped = True
         generator_max = first.achieved
@@ -197,23 +221,24 @@ def throughput_search(
             None, "nothing_passed", resolution, max_rate, generator_max, tuple(trials),
             f"every trial lost frames, down to {hi:g}",
         )
-    best = max(t.achieved for t in trials if _passed(t, loss_tolerance))
+    best, sent = max((t.credited(credit_tolerance), t.achieved)
+                     for t in trials if _passed(t, loss_tolerance))
     generator_limited = generator_capped and hi_short  # a short trial set the bracket's top
     if generator_limited and not device_failed:
         return ThroughputResult(
             best, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the traffic generator could not offer more than {generator_max:g}; "
-            "the device lost nothing up to there, so its own limit was not found",
+            "the device lost nothing up to there, so its own limit was not found", sent,
         )
     if generator_limited:
         return ThroughputResult(
             best, "generator", resolution, max_rate, generator_max, tuple(trials),
             f"the generator fell short of the offered rate near {generator_max:g} and some "
-            "trials lost frames: the limit found may be the generator's, not the device's",
+            "trials lost frames: the limit found may be the generator's, not the device's", sent,
         )
     return ThroughputResult(
         best, "device", resolution, max_rate, generator_max, tuple(trials),
-        f"zero loss at {best:g}, loss above it (to within {resolution:g})",
+        f"zero loss at {best:g}, loss above it (to within {resolution:g})", sent,
     )
 
 

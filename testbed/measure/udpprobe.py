@@ -173,13 +173,21 @@ def _read_counters() -> dict[str, int]:
     return parse_snmp_udp(Path("/proc/net/snmp").read_text(), snmp6)
 
 
+STALL_DATAGRAMS = 8
+"""A sender this many datagrams behind its schedule at once (beyond `max_burst`) was stopped
+(descheduled, or its guest busy elsewhere) rather than slow: a slow sender falls behind one or
+two datagrams at a time."""
+
+
 def send(host: str, port: int, size: int, pps: float, duration_s: float, max_burst: int = 4,
          pacing: str = "auto") -> dict[str, Any]:
     """Offer round(pps * duration) datagrams at `pps`.
 
     When it falls behind (descheduled, or too slow) it sends at most `max_burst` at once and
     delays the rest of its schedule: a catch-up burst would queue in a shaper and look like
-    an overloaded device. The delay shows as `achieved_pps` below `offered_pps`.
+    an overloaded device. The delay shows as `achieved_pps` below `offered_pps`. A delay of
+    `STALL_DATAGRAMS` or more at once is a stall (the sender was not running), not a slow
+    sender: `stalled_s` sums them and `paced_pps` is the rate it sent at apart from them.
     Between datagrams it sleeps, spinning through the last 0.4 ms when `pacing_mode` allows.
     """
     spin, pacing_why = pacing_mode(pacing)
@@ -194,7 +202,8 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     perf = time.perf_counter
     sleep = time.sleep
     i = eagain = refused = unreachable = 0
-    max_lag = 0.0
+    max_lag = stalled = 0.0
+    stalls = 0
     start_ns = time.perf_counter_ns()
     t0 = start = perf()  # t0: the schedule (delayed when behind); start: the real start
     while i < total:
@@ -211,8 +220,12 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         if lag > max_lag:
             max_lag = lag
         if due - i > max_burst:  # behind: delay the schedule rather than burst to catch up
-            t0 += (due - i - max_burst) / pps
+            push = due - i - max_burst
+            t0 += push / pps
             due = i + max_burst
+            if push >= STALL_DATAGRAMS:
+                stalled += push / pps
+                stalls += 1
         for _ in range(due - i):
             try:
                 sendf(payload)
@@ -232,6 +245,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     # The last datagram is due at (total-1)/pps, so a perfect sender takes that long.
     ideal = (total - 1) / pps if total > 1 else 0.0
     achieved = (total - 1) / elapsed if elapsed > 0 and total > 1 else pps
+    paced = (total - 1) / (elapsed - stalled) if elapsed > stalled and total > 1 else achieved
     return {
         "probe": "udpprobe-send",
         "host": host,
@@ -252,6 +266,9 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         "end_realtime_ns": end_realtime_ns,
         "ideal_s": ideal,
         "achieved_pps": min(achieved, pps),
+        "stalls": stalls,
+        "stalled_s": stalled,
+        "paced_pps": min(paced, pps),
         "note": "attempted = offered; eagain = the socket could not take it (counted as lost)",
     }
 

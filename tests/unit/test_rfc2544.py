@@ -177,3 +177,43 @@ def test_frame_loss_marks_generator_shortfall() -> None:
     points = frame_loss_rate(device(100e6, generator_max=9.5e6), start_rate=10e6)
     assert points[0].generator_short
     assert not points[1].generator_short
+
+
+def stalling(capacity: float, stall_calls: set[int], stall_s: float = 0.005, seconds: float = 2.0):
+    """A device of `capacity` behind a generator that is exact but stopped once for `stall_s` on
+    the trials numbered in `stall_calls`: it sends less in all, at the rate asked."""
+    calls: list[float] = []
+
+    def trial(rate: float) -> TrialOutcome:
+        stall = stall_s if len(calls) in stall_calls else 0.0
+        calls.append(rate)
+        achieved = rate * seconds / (seconds + stall)
+        sent = round(rate * seconds)
+        lost = 0 if rate <= capacity else sent
+        return TrialOutcome(rate, achieved, sent, sent - lost, late_s=0.0, duration_s=seconds,
+                            paced=rate, stalled_s=stall)
+
+    return trial
+
+
+def test_a_stalled_generator_is_credited_with_the_rate_asked() -> None:
+    # the same search with and without a 5 ms stall in any one trial: the same result, exactly
+    results = {throughput_search(stalling(6.33e6, calls), max_rate=6.46e6, resolution=0.013e6
+                                 ).throughput for calls in (set(), {1}, {2}, {3}, {4}, {5})}
+    assert len(results) == 1
+    (tp,) = results
+    assert tp is not None and 6.33e6 - 0.013e6 <= tp <= 6.33e6
+
+
+def test_credit_needs_the_rate_asked_apart_from_short_stalls() -> None:
+    def out(paced: float | None, stalled: float) -> TrialOutcome:
+        return TrialOutcome(100.0, 99.0, 200, 200, duration_s=2.0, paced=paced, stalled_s=stalled)
+
+    assert out(100.0, 0.005).credited() == 100.0
+    assert out(99.95, 0.005).credited() == 100.0  # within 0.1 %
+    assert out(99.5, 0.0).credited() == 99.0  # a slow sender: what it really sent
+    assert out(None, 0.0).credited() == 99.0  # nothing known of stalls: what it really sent
+    assert out(100.0, 0.05).credited() == 99.0  # stopped 2.5 % of the trial: proves less
+    res = throughput_search(lambda r: TrialOutcome(r, r * 0.999, 10, 10, paced=r * 0.999),
+                            max_rate=100.0, resolution=1.0)
+    assert res.throughput == 100.0 and res.sent == pytest.approx(99.9)

@@ -333,3 +333,23 @@ def test_wait_process_times_out_on_the_host_clock(virtual: Path,
     finally:
         p.kill()
         p.wait()
+
+
+def test_udp_sender_counts_a_stall_apart_from_its_pace(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_sleep = time.sleep
+    stalled = []
+
+    def sleep_with_one_stall(seconds: float) -> None:  # the sender descheduled once, 30 ms
+        if not stalled:
+            stalled.append(True)
+            real_sleep(0.03)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(udpprobe.time, "sleep", sleep_with_one_stall)
+    port = _free_udp_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", port))
+        doc = udpprobe.send("127.0.0.1", port, 10, pps=2000, duration_s=0.2, pacing="sleep")
+    assert doc["stalls"] >= 1 and doc["stalled_s"] >= 0.02  # 60 datagrams due at once
+    assert doc["achieved_pps"] < doc["paced_pps"]  # sent less in all, not slower
+    assert doc["achieved_pps"] < 0.95 * 2000

@@ -72,9 +72,13 @@ def udp_trial(
             received=int(got["received"]),
             late_s=late,
             duration_s=duration,
+            paced=float(sent.get("paced_pps", sent["achieved_pps"])) * 8.0 * n,
+            stalled_s=float(sent.get("stalled_s", 0.0)),
             extra={
                 "sender": {
-                    k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps", "max_lag_s")
+                    k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps", "max_lag_s",
+                                         "stalls")
+                    if k in sent
                 },
                 "receiver_rcvbuf_drops": got["rcvbuf_drops"],
             },
@@ -126,6 +130,8 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
                 metrics["throughput_bps"] = res.throughput
                 metrics["throughput_udp_data_bps"] = res.throughput * data / n
                 metrics["throughput_pps"] = res.throughput / (8.0 * n)
+            if res.sent is not None:
+                metrics["throughput_sent_bps"] = res.sent
             metrics["generator_limited"] = 1.0 if res.limited_by == "generator" else 0.0
             metrics["search_trials"] = float(len(res.trials))
         if p["test"] in ("frame_loss", "both"):
@@ -160,6 +166,7 @@ udp_data | B | UDP data of each datagram
 throughput_bps | bit/s | zero-loss throughput, IP payload bits
 throughput_udp_data_bps | bit/s | zero-loss throughput, UDP data bits
 throughput_pps | pkt/s | zero-loss throughput, datagrams
+throughput_sent_bps | bit/s | what the credited trial really sent (less when its sender stalled)
 generator_limited | flag | 1: the sender, not the device, capped the search
 search_trials | count | trials the search ran
 frame_loss_pct_at_start | % | frame loss at the line rate (section 26.3)
