@@ -131,19 +131,32 @@ def _check_rate(bitrate_bps: float) -> None:
         raise ValueError(f"bit rate must be a positive number of bit/s, not {bitrate_bps!r}")
 
 
-def fragment_layout(n: int, ip: int, mechanism: str = "native") -> FragmentLayout:
+FRAGMENTERS: Final = ("paper", "linux")
+"""How a sender cuts fragments: "paper", equation (6): the last fragment may fill the MTU (the
+paper's senders sent 2900 B of IPv6 in two frames); "linux", a Linux UDP socket: every
+fragment a multiple of 8 bytes, the last too (ip6_append_data cuts them before
+fragmenting), so 2897-2900 B of IPv6 (native or to a NAT64) take three frames, not two
+(and so on: the last 4 bytes below each further multiple of 1448)."""
+
+
+def fragment_layout(n: int, ip: int, mechanism: str = "native",
+                    fragmenter: str = "paper") -> FragmentLayout:
     """Split n bytes of IP payload as the sender does.
 
     Unfragmented up to MTU - header (IPv4 1480, IPv6 1460, IPv6 in a tunnel 1440). Beyond, every
     fragment but the last carries the largest multiple of 8 that fits with the fragment header
     (IPv4 1480, IPv6 1448, tunnelled IPv6 1432); the last may fill the MTU (IPv6: 1452), as in the
-    paper's equation (6).
+    paper's equation (6), or is cut like the others (`fragmenter="linux"`, see `FRAGMENTERS`).
     """
     s = _check_payload(n, ip, mechanism)
+    if fragmenter not in FRAGMENTERS:
+        raise ValueError(f"fragmenter must be one of {', '.join(FRAGMENTERS)}, not {fragmenter!r}")
     if n <= s.mtu - s.header:
         return FragmentLayout(1, n, n)
     last_max = s.mtu - s.header - s.fragment_header
     size = last_max // 8 * 8
+    if fragmenter == "linux":
+        last_max = size
     count = 1 + -(-(n - last_max) // size)
     return FragmentLayout(count, size, n - size * (count - 1))
 
@@ -161,28 +174,33 @@ def link_formats(ip: int, mechanism: str = "native") -> tuple[LinkFormat, LinkFo
     return IPV6, IPV4  # nat64
 
 
-def frame_bytes(n: int, ip: int, mechanism: str = "native", side: int = 0) -> tuple[int, ...]:
+def frame_bytes(n: int, ip: int, mechanism: str = "native", side: int = 0,
+                fragmenter: str = "paper") -> tuple[int, ...]:
     """Wire bytes of each frame (padding, IFG, preamble, SFD, header, FCS) on one side of the path.
 
     side 0 is the sender's side; side 1 the far side of the ISATAP router or NAT64 translator
-    (the same format as side 0 for native and 6to4).
+    (the same format as side 0 for native and 6to4). `fragmenter`: see `FRAGMENTERS`.
     """
     if side not in (0, 1):
         raise ValueError(f"side must be 0 (sender's side) or 1 (far side), not {side!r}")
-    layout = fragment_layout(n, ip, mechanism)
+    layout = fragment_layout(n, ip, mechanism, fragmenter)
     fmt = link_formats(ip, mechanism)[side]
     return tuple(fmt.wire_bytes(c, layout.fragmented) for c in layout.chunks)
 
 
-def ttfs(n: int, bitrate_bps: float, ip: int, mechanism: str = "native", side: int = 0) -> float:
+def ttfs(n: int, bitrate_bps: float, ip: int, mechanism: str = "native", side: int = 0,
+         fragmenter: str = "paper") -> float:
     """Total Time For Serialization (s) of n bytes of IP payload, equations (1)-(6)."""
     _check_rate(bitrate_bps)
-    return sum(frame_bytes(n, ip, mechanism, side)) * 8 / bitrate_bps
+    return sum(frame_bytes(n, ip, mechanism, side, fragmenter)) * 8 / bitrate_bps
 
 
-def max_throughput_bps(n: int, bitrate_bps: float, ip: int, mechanism: str = "native") -> float:
-    """Maximum throughput (bit/s of IP payload), equation (7), at the path's bottleneck side."""
-    worst = max(ttfs(n, bitrate_bps, ip, mechanism, side) for side in (0, 1))
+def max_throughput_bps(n: int, bitrate_bps: float, ip: int, mechanism: str = "native",
+                       fragmenter: str = "paper") -> float:
+    """Maximum throughput (bit/s of IP payload), equation (7), at the path's bottleneck side.
+
+    `fragmenter="linux"` for what a Linux sender can carry (see `FRAGMENTERS`)."""
+    worst = max(ttfs(n, bitrate_bps, ip, mechanism, side, fragmenter) for side in (0, 1))
     return n * 8 / worst
 
 

@@ -26,6 +26,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Maximum throughput of IP payload: n*8 / TTFS(n, B) at the bottleneck side.",
     )
     _common(tput)
+    tput.add_argument(
+        "--fragmenter",
+        choices=models.FRAGMENTERS,
+        default="paper",
+        help="paper: the last fragment may fill the MTU, equation (6) (default); linux: every "
+        "fragment a multiple of 8 bytes, as a Linux UDP socket cuts them",
+    )
     tput.set_defaults(func=_throughput)
 
     owd = sub.add_parser(
@@ -89,7 +96,8 @@ def _inputs(args: argparse.Namespace, rate_bps: float) -> dict[str, Any]:
 
 
 def _layout(args: argparse.Namespace) -> dict[str, Any]:
-    layout = models.fragment_layout(args.payload, args.ip, args.mechanism)
+    fragmenter = getattr(args, "fragmenter", "paper")
+    layout = models.fragment_layout(args.payload, args.ip, args.mechanism, fragmenter)
     first, second = models.link_formats(args.ip, args.mechanism)
     return {
         "fragments": layout.count,
@@ -102,9 +110,12 @@ def _layout(args: argparse.Namespace) -> dict[str, Any]:
 def _throughput(args: argparse.Namespace) -> int:
     rate_bps = _rate(args.rate)
     try:
-        bps = models.max_throughput_bps(args.payload, rate_bps, args.ip, args.mechanism)
-        sides = [models.frame_bytes(args.payload, args.ip, args.mechanism, s) for s in (0, 1)]
-        out = {"mbps": round(bps / 1e6, 6), **_inputs(args, rate_bps), **_layout(args)}
+        bps = models.max_throughput_bps(args.payload, rate_bps, args.ip, args.mechanism,
+                                        args.fragmenter)
+        sides = [models.frame_bytes(args.payload, args.ip, args.mechanism, s, args.fragmenter)
+                 for s in (0, 1)]
+        out = {"mbps": round(bps / 1e6, 6), **_inputs(args, rate_bps), **_layout(args),
+               "fragmenter": args.fragmenter}
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     bottleneck = max(sides, key=sum)

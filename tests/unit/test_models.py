@@ -206,6 +206,22 @@ def test_ipv6_boundaries() -> None:
     assert max_throughput_bps(2901, ETH, 6) < max_throughput_bps(2900, ETH, 6)
 
 
+def test_linux_fragmenter_cuts_the_last_fragment_like_the_others() -> None:
+    # ip6_append_data: every fragment a multiple of 8 bytes, so 2897-2900 B take three frames
+    assert frame_bytes(2900, 6, fragmenter="linux") == (1534, 1534, 90)
+    assert frame_bytes(2896, 6, fragmenter="linux") == frame_bytes(2896, 6) == (1534, 1534)
+    assert max_throughput_bps(2900, ETH, 6, fragmenter="linux") == pytest.approx(
+        2900 * 8 / (3158 * 8 / ETH))
+    differs = [n for n in range(1, 6000) if fragment_layout(n, 6, fragmenter="linux")
+               != fragment_layout(n, 6)]
+    assert differs == [*range(2897, 2901), *range(4345, 4349), *range(5793, 5797)]
+    for n in range(1, 6000):  # IPv4 and the tunnels: the same either way
+        assert fragment_layout(n, 4, fragmenter="linux") == fragment_layout(n, 4)
+        assert fragment_layout(n, 6, "6to4", "linux") == fragment_layout(n, 6, "6to4")
+    with pytest.raises(ValueError, match="fragmenter"):
+        fragment_layout(3000, 6, fragmenter="bsd")
+
+
 def test_padding_small_payloads() -> None:
     assert frame_bytes(1, 4) == frame_bytes(26, 4) == (84,)
     assert frame_bytes(27, 4) == (85,)
@@ -394,6 +410,10 @@ def test_cli_throughput(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["last_fragment_payload"] == 1
     assert out["frame_bytes"] == [1538, 84]
     assert out["wire_bytes"] == 1622
+    linux = _run(capsys, "model", "throughput", "--ip", "6", "--payload", "2900", "--rate",
+                 "ethernet", "--fragmenter", "linux")
+    assert linux["fragments"] == 3 and linux["wire_bytes"] == 3158
+    assert linux["fragmenter"] == "linux"
 
 
 def test_cli_throughput_mechanism(capsys: pytest.CaptureFixture[str]) -> None:
