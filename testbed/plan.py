@@ -3,7 +3,7 @@ of typed actions (testbed.actions): everything `testbed up` does, and nothing el
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +109,27 @@ def node_sysctls(topo: Topology, node: str) -> tuple[tuple[str, str], ...]:
     return tuple(values)
 
 
+NEIGHBOR_REACHABLE_MS = 86_400_000
+"""How long a resolved neighbor (ARP/ND) entry stays reachable on the topology's interfaces: a
+day, not the kernel's 15-45 s. Forwarded and UDP traffic never confirms a neighbor, so by
+default every entry goes stale, is re-probed (5 s later, a unicast ARP/NS) and comes back,
+over and over; a packet sent through a stale entry takes the kernel's slow output path. On the
+virtual clock that made a trial's every packet cost a few hundred instructions more or less
+per hop depending on how much guest time earlier trials took (0.1-0.4 µs of OWD, the same
+cell differing between trials of one boot); on any clock it put ARP/ND probes mid-trial.
+An entry learned stale (from the peer's own ARP request or neighbor solicitation) is confirmed
+at its first use, not 5 s later (`delay_first_probe_time` 0): within a probe's warm-up."""
+
+
+def neighbor_sysctls(topo: Topology, node: str, ifnames: Sequence[str]
+                     ) -> tuple[tuple[str, str], ...]:
+    """Per interface of `node`: resolved neighbors stay reachable (`NEIGHBOR_REACHABLE_MS`)."""
+    families = topo.node(node).families
+    return tuple(item for name in ifnames for v in (4, 6) if v in families for item in (
+        (f"net.ipv{v}.neigh.{name}.base_reachable_time_ms", str(NEIGHBOR_REACHABLE_MS)),
+        (f"net.ipv{v}.neigh.{name}.delay_first_probe_time", "0")))
+
+
 def needs_netem_probe(topo: Topology) -> bool:
     """Whether the plan depends on netem being here (some link is shaped)."""
     return any(not lk.shape.is_plain for lk in topo.links)
@@ -152,6 +173,10 @@ def compile_plan(topo: Topology, run: str, *, netem_available: bool) -> Plan:
                 IFINDEX_BASE + 2 * link.index + 1,
             )
         )
+    for n in topo.nodes:
+        neigh = neighbor_sysctls(topo, n.name, [i.name for i in addrs.of(n.name)])
+        if neigh:
+            actions.append(SetSysctls(namespaces[n.name], neigh))
     for n in topo.nodes:
         ns = namespaces[n.name]
         actions.append(LinkUp(ns, "lo"))
