@@ -9,7 +9,14 @@ import pytest
 
 from testbed.addressing import plan_addresses
 from testbed.errors import MissingCapability, SpecError
-from testbed.plan import AddRoute, AddVeth, SetQdisc, compile_plan
+from testbed.plan import (
+    NEIGHBOR_REACHABLE_MS,
+    AddRoute,
+    AddVeth,
+    SetQdisc,
+    SetSysctls,
+    compile_plan,
+)
 from testbed.shaping import qdisc_for, wire_bytes
 from testbed.topology import load_topology, topology_from_dict
 
@@ -165,6 +172,26 @@ def test_plan_orders_and_names() -> None:
     veths = [a for a in plan.actions if isinstance(a, AddVeth)]
     assert all(v.index_a != v.index_b for v in veths)
     assert all(isinstance(a.dst, str) for a in plan.actions if isinstance(a, AddRoute))
+
+
+def test_every_interface_keeps_its_neighbors_reachable_after_its_veth_exists() -> None:
+    raw = {
+        "nodes": {"a": {"stack": "ipv4"}, "b": {"stack": "dual"}, "c": {"stack": "ipv6"}},
+        "links": [{"endpoints": ["a", "b"]}, {"endpoints": ["b", "c"]}],
+    }
+    plan = compile_plan(topology_from_dict(raw), "n", netem_available=False)
+    last_veth = max(i for i, a in enumerate(plan.actions) if isinstance(a, AddVeth))
+    keys = {(a.ns, k): v for i, a in enumerate(plan.actions) if isinstance(a, SetSysctls)
+            and i > last_veth for k, v in a.values}
+    for iface in plan.addresses.interfaces:
+        ns = plan.namespaces[iface.node]
+        for v in plan.topology.node(iface.node).families:
+            assert keys[(ns, f"net.ipv{v}.neigh.{iface.name}.base_reachable_time_ms")] == str(
+                NEIGHBOR_REACHABLE_MS)
+            assert keys[(ns, f"net.ipv{v}.neigh.{iface.name}.delay_first_probe_time")] == "0"
+    # a family a node does not run has no neighbor table to set
+    assert not any(k.startswith("net.ipv6.") for (ns, k) in keys if ns == plan.namespaces["a"])
+    assert not any(k.startswith("net.ipv4.") for (ns, k) in keys if ns == plan.namespaces["c"])
 
 
 def test_delay_without_netem_names_feature_and_vm_tier() -> None:
