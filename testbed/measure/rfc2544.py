@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -170,7 +171,9 @@ def throughput_search(
             if first.late_s and first.duration_s and delivered >= 1.0:
                 # everything arrived, late: the sustained rate is about sent / (time + lateness)
                 delivered = first.duration_s / (first.duration_s + first.late_s)
-            guess = min(first.offered, first.achieved) * delivered * 0.995
+            # on the resolution's grid, so a lateness a few µs different picks the same rate
+            guess = first.credited(credit_tolerance) * delivered * 0.995
+            guess = math.floor(guess / resolution) * resolution
             if min_rate < guess < hi - resolution:
                 out = run(guess)
                 if _passed(out, loss_tolerance) and not out.generator_short(generator_tolerance):

@@ -217,3 +217,42 @@ def test_credit_needs_the_rate_asked_apart_from_short_stalls() -> None:
     res = throughput_search(lambda r: TrialOutcome(r, r * 0.999, 10, 10, paced=r * 0.999),
                             max_rate=100.0, resolution=1.0)
     assert res.throughput == 100.0 and res.sent == pytest.approx(99.9)
+
+
+def test_a_pass_with_a_stalled_sender_is_run_again() -> None:
+    from testbed.measure.kinds.rfc2544 import with_retries
+
+    def scripted(*outs: TrialOutcome) -> Callable[[float], TrialOutcome]:
+        it = iter(outs)
+        return lambda _rate: next(it)
+
+    stalled_pass = TrialOutcome(100.0, 99.7, 200, 200, late_s=0.004, duration_s=2.0,
+                                paced=100.0, stalled_s=0.003)
+    clean_fail = TrialOutcome(100.0, 100.0, 200, 200, late_s=0.008, duration_s=2.0, paced=100.0)
+    clean_pass = TrialOutcome(100.0, 100.0, 200, 200, late_s=0.006, duration_s=2.0, paced=100.0)
+    # the stall drained the queue: without it the trial fails by lateness, and that stands
+    assert with_retries(scripted(stalled_pass, clean_fail, clean_fail), 100.0, 0.007) is clean_fail
+    assert with_retries(scripted(stalled_pass, clean_pass), 100.0, 0.007) is clean_pass
+    # a clean pass, or a loss, is not run again
+    assert with_retries(scripted(clean_pass), 100.0, 0.007) is clean_pass
+    # stalled every time: the last is kept
+    assert with_retries(scripted(stalled_pass, stalled_pass, stalled_pass), 100.0, 0.007
+                        ) is stalled_pass
+
+
+def test_the_guess_from_loss_is_on_the_resolution_grid() -> None:
+    # everything arrives, the first trial 40.10 or 40.26 ms late: the same next rate, on the grid
+    def device(first_late: float) -> Callable[[float], TrialOutcome]:
+        def trial(rate: float) -> TrialOutcome:
+            sent = round(rate * 2)
+            late = first_late if rate > 6.4e6 else (0.0 if rate <= 6.33e6 else 0.01)
+            return TrialOutcome(rate, rate, sent, sent, late_s=late, duration_s=2.0)
+        return trial
+
+    res = 12911.4
+    a = throughput_search(device(0.04010), max_rate=6.4557e6, resolution=res, max_late_s=0.007)
+    b = throughput_search(device(0.04026), max_rate=6.4557e6, resolution=res, max_late_s=0.007)
+    assert a.trials[1].offered == b.trials[1].offered
+    assert a.trials[1].offered / res == pytest.approx(round(a.trials[1].offered / res))
+    assert [t.offered for t in a.trials] == [t.offered for t in b.trials]
+    assert a.throughput == b.throughput
