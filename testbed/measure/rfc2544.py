@@ -169,8 +169,10 @@ def throughput_search(
         if guess_from_loss and first.sent:
             delivered = first.received / first.sent
             if first.late_s and first.duration_s and delivered >= 1.0:
-                # everything arrived, late: the sustained rate is about sent / (time + lateness)
-                delivered = first.duration_s / (first.duration_s + first.late_s)
+                # everything arrived, late: the sustained rate is about sent / (time + lateness);
+                # the queue drained while the sender stalled, so the lateness hides the stalls
+                late = first.late_s + first.stalled_s
+                delivered = first.duration_s / (first.duration_s + late)
             # on the resolution's grid, so a lateness a few µs different picks the same rate
             guess = first.credited(credit_tolerance) * delivered * 0.995
             guess = math.floor(guess / resolution) * resolution

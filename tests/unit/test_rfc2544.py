@@ -256,3 +256,14 @@ def test_the_guess_from_loss_is_on_the_resolution_grid() -> None:
     assert a.trials[1].offered / res == pytest.approx(round(a.trials[1].offered / res))
     assert [t.offered for t in a.trials] == [t.offered for t in b.trials]
     assert a.throughput == b.throughput
+
+    def stalled_first(rate: float) -> TrialOutcome:  # stopped 2.6 ms: the queue drained as long
+        out = device(0.04010)(rate)
+        if rate > 6.4e6:
+            return TrialOutcome(rate, rate * 0.9987, out.sent, out.received,
+                                late_s=0.04010 - 0.0026, duration_s=2.0, paced=rate,
+                                stalled_s=0.0026)
+        return out
+
+    c = throughput_search(stalled_first, max_rate=6.4557e6, resolution=res, max_late_s=0.007)
+    assert [t.offered for t in c.trials][1:] == [t.offered for t in a.trials][1:]
