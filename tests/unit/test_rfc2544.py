@@ -248,6 +248,8 @@ def test_a_trial_with_a_stalled_sender_is_run_again_until_one_does_not_stall() -
     five = [TrialOutcome(100.0, 99.7, 200, 200, late_s=0.004, duration_s=2.0, paced=100.0,
                          stalled_s=0.003) for _ in range(5)]
     assert with_retries(scripted(*five), 100.0, 0.007) is five[-1]
+    # the real clock's setting: a stall is not a reason to run again
+    assert with_retries(scripted(stalled_pass), 100.0, 0.007, stall_retries=0) is stalled_pass
 
 
 def test_the_guess_from_loss_is_on_the_resolution_grid() -> None:
