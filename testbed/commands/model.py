@@ -95,8 +95,7 @@ def _inputs(args: argparse.Namespace, rate_bps: float) -> dict[str, Any]:
     }
 
 
-def _layout(args: argparse.Namespace) -> dict[str, Any]:
-    fragmenter = getattr(args, "fragmenter", "paper")
+def _layout(args: argparse.Namespace, fragmenter: str = "paper") -> dict[str, Any]:
     layout = models.fragment_layout(args.payload, args.ip, args.mechanism, fragmenter)
     first, second = models.link_formats(args.ip, args.mechanism)
     return {
@@ -114,8 +113,8 @@ def _throughput(args: argparse.Namespace) -> int:
                                         args.fragmenter)
         sides = [models.frame_bytes(args.payload, args.ip, args.mechanism, s, args.fragmenter)
                  for s in (0, 1)]
-        out = {"mbps": round(bps / 1e6, 6), **_inputs(args, rate_bps), **_layout(args),
-               "fragmenter": args.fragmenter}
+        out = {"mbps": round(bps / 1e6, 6), **_inputs(args, rate_bps),
+               **_layout(args, args.fragmenter), "fragmenter": args.fragmenter}
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     bottleneck = max(sides, key=sum)
