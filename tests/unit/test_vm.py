@@ -93,6 +93,7 @@ def test_vng_argv_tcg(tmp_path: Path) -> None:
     argv = vm.vng_argv(s, Path("/venv/bin/vng"))
     assert argv[:3] == ["/venv/bin/vng", "--run", "/boot/vmlinuz-6.1.0-56-amd64"]
     assert "--disable-kvm" in argv
+    assert "--force-9p" in argv  # no waiting for a virtiofsd that cannot start
     assert argv[argv.index("--memory") + 1] == "1024M"
     assert argv[argv.index("--cpus") + 1] == "2"
     assert argv[argv.index("--user") + 1] == "root"
@@ -105,7 +106,20 @@ def test_vng_argv_tcg(tmp_path: Path) -> None:
 def test_vng_argv_kvm_and_no_loose(tmp_path: Path) -> None:
     argv = vm.vng_argv(spec(tmp_path, kvm=True, loose_dirs=()), Path("vng"))
     assert "--disable-kvm" not in argv
+    assert "--force-9p" not in argv  # KVM: vng's virtiofs and microvm where they work
     assert not any("virtfs" in a for a in argv)
+
+
+def test_vng_argv_keeps_udev_from_loading_unused_drivers(tmp_path: Path) -> None:
+    for kvm in (False, True):
+        argv = vm.vng_argv(spec(tmp_path, kvm=kvm), Path("vng"))
+        (opt,) = [a for a in argv if a.startswith("--append=modprobe.blacklist=")]
+        listed = opt.split("=", 2)[2].split(",")
+        assert {"ahci", "sr_mod", "kvm", "aesni_intel"} <= set(listed)
+
+
+def test_no_module_the_guest_loads_is_kept_from_udev() -> None:
+    assert not set(vm.guest_modules()) & set(vm.UNUSED_GUEST_MODULES)
 
 
 def test_guest_script(tmp_path: Path) -> None:
@@ -211,7 +225,8 @@ def test_vng_argv_virtual_clock_is_icount_on_one_tcg_vcpu(tmp_path: Path) -> Non
 
 def test_vng_argv_real_clock_has_no_icount(tmp_path: Path) -> None:
     argv = vm.vng_argv(spec(tmp_path), Path("vng"))
-    assert not any("icount" in a or a.startswith("--append") for a in argv)
+    assert not any("icount" in a for a in argv)
+    assert not {"--append=nokaslr", "--append=norandmaps"} & set(argv)
 
 
 def test_vng_argv_icount_shift(tmp_path: Path) -> None:
@@ -287,3 +302,72 @@ def test_module_lines_load_all_at_once_and_name_only_the_missing(tmp_path: Path)
     assert calls[0] == "-q -a sch_netem jool sit" and len(calls) == 4  # then one by one
     assert err.strip() == "testbed vm: module jool not loaded"
     assert vm.module_lines(()) == []
+
+
+# --- starting the kernel uncompressed (PVH) ------------------------------------------------
+
+
+def fake_elf(note_type: int) -> bytes:
+    """A minimal ELF64 with one PT_NOTE segment holding one "Xen" note of `note_type`."""
+    import struct
+
+    note = struct.pack("<III", 4, 8, note_type) + b"Xen\0" + b"\0" * 8
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<Q", header, 32, 64)  # e_phoff
+    struct.pack_into("<HH", header, 54, 56, 1)  # e_phentsize, e_phnum
+    phdr = struct.pack("<IIQQQQQQ", 4, 4, 120, 0, 0, len(note), len(note), 4)
+    return bytes(header) + phdr + note
+
+
+def fake_bzimage(tmp_path: Path, payload: bytes, name: str = "vmlinuz-6.1.0-9-amd64") -> Path:
+    import lzma
+
+    image = tmp_path / name
+    image.write_bytes(b"MZ real-mode setup" + lzma.compress(payload) + b"trailer")
+    return image
+
+
+def test_has_pvh_entry() -> None:
+    assert vm.has_pvh_entry(fake_elf(vm.PVH_ENTRY_NOTE))
+    assert not vm.has_pvh_entry(fake_elf(5))
+    assert not vm.has_pvh_entry(b"MZ" + b"\0" * 100)
+    assert not vm.has_pvh_entry(fake_elf(vm.PVH_ENTRY_NOTE)[:100])  # cut short: no crash
+
+
+def test_direct_boot_image_is_made_once_and_reused(tmp_path: Path) -> None:
+    elf = fake_elf(vm.PVH_ENTRY_NOTE)
+    kernel = fake_bzimage(tmp_path, elf)
+    cache = tmp_path / "cache"
+    first = vm.direct_boot_image(kernel, cache)
+    assert first is not None and first.read_bytes() == elf
+    assert first.name.startswith("vmlinux-6.1.0-9-amd64-")
+    stamp = first.stat().st_mtime_ns
+    assert vm.direct_boot_image(kernel, cache) == first
+    assert first.stat().st_mtime_ns == stamp  # not written again
+    # a new build of the same release replaces the old copy
+    kernel.write_bytes(kernel.read_bytes() + b"more")
+    second = vm.direct_boot_image(kernel, cache)
+    assert second is not None and second != first and not first.exists()
+
+
+def test_direct_boot_image_none_where_it_cannot_be_made(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    no_pvh = fake_bzimage(tmp_path, fake_elf(5), "vmlinuz-a")
+    assert vm.direct_boot_image(no_pvh, cache) is None
+    no_xz = tmp_path / "vmlinuz-b"
+    no_xz.write_bytes(b"MZ gzip payload \x1f\x8b")
+    assert vm.direct_boot_image(no_xz, cache) is None
+    assert vm.direct_boot_image(tmp_path / "vmlinuz-missing", cache) is None
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_vng_argv_boots_the_direct_image_under_tcg_only(tmp_path: Path) -> None:
+    direct = tmp_path / "vmlinux-x"
+    tcg = vm.vng_argv(spec(tmp_path, direct_image=direct), Path("vng"))
+    assert tcg[tcg.index("--run") + 1] == str(direct)
+    virtual = vm.vng_argv(spec(tmp_path, direct_image=direct, kvm=True, clock="virtual"),
+                          Path("vng"))
+    assert virtual[virtual.index("--run") + 1] == str(direct)
+    kvm = vm.vng_argv(spec(tmp_path, direct_image=direct, kvm=True), Path("vng"))
+    assert kvm[kvm.index("--run") + 1] == "/boot/vmlinuz-6.1.0-56-amd64"
