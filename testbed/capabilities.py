@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -78,30 +77,56 @@ def _module_present(module: str) -> bool:
     return processes.run(["modprobe", "-n", "-q", module], check=False).returncode == 0
 
 
-@functools.lru_cache(maxsize=1)
-def _probe_kernel() -> dict[str, tuple[bool, str]]:
-    """Try each kernel feature for real inside a scratch namespace, then remove it."""
+_TRIED: dict[str, tuple[bool, str]] = {}
+"""Kernel features this process has tried, and what came of it: each is tried once."""
+
+_NEEDS_DEVICE = ("tbf", "htb", "hfsc", "netem")  # qdiscs: tried on the veth (else lo)
+
+
+def _probe_kernel(wanted: Iterable[str] = KERNEL_FEATURES) -> dict[str, tuple[bool, str]]:
+    """The kernel features of `wanted` (names in KERNEL_FEATURES), each tried for real once
+    per process inside a scratch namespace that is then removed. Only what is asked for is
+    tried: under emulation every `ip` or `tc` started costs a fraction of a second."""
+    asked = set(wanted)
+    todo = [f for f in KERNEL_FEATURES if f in asked and f not in _TRIED]
+    if todo:
+        _TRIED.update(_try_kernel(todo))
+    return {f: _TRIED[f] for f in KERNEL_FEATURES if f in asked}
+
+
+def _try_kernel(todo: list[str]) -> dict[str, tuple[bool, str]]:
     results: dict[str, tuple[bool, str]] = {}
-    ns = f"tb-probe-{os.getpid()}"
     if os.geteuid() != 0:
-        for f in KERNEL_FEATURES:
-            results[f] = (False, "not root: testbed needs root to probe and use the kernel")
+        why = "not root: testbed needs root to probe and use the kernel"
+        return {f: (False, why) for f in todo}
+    if "jool" in todo:
+        jool = _module_present("jool")
+        results["jool"] = (
+            jool,
+            "module jool is loaded or loadable"
+            if jool
+            else "no jool module for this kernel (package jool-dkms builds it)",
+        )
+    if todo == ["jool"]:
         return results
+    ns = f"tb-probe-{os.getpid()}"
     try:
         netlink.create_netns(ns)
     except Exception as exc:  # any failure here means no usable netns
-        for f in KERNEL_FEATURES:
-            results[f] = (False, f"cannot create a network namespace: {exc}")
+        for f in todo:
+            results.setdefault(f, (False, f"cannot create a network namespace: {exc}"))
         return results
     try:
         results["netns"] = (True, "created a scratch namespace")
-        p = _ip(["-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
-        results["veth"] = (
-            p.returncode == 0,
-            "created a veth pair" if p.returncode == 0 else _msg(p),
-        )
-        dev = "p0" if p.returncode == 0 else "lo"
-        _ip(["-n", ns, "link", "set", dev, "up"])
+        dev = "lo"
+        if "veth" in todo or any(q in todo for q in _NEEDS_DEVICE):
+            p = _ip(["-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
+            results["veth"] = (
+                p.returncode == 0,
+                "created a veth pair" if p.returncode == 0 else _msg(p),
+            )
+            dev = "p0" if p.returncode == 0 else "lo"
+            _ip(["-n", ns, "link", "set", dev, "up"])
         qdiscs = {
             "tbf": [
                 "tbf",
@@ -121,6 +146,8 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
             "netem": ["netem", "delay", "1ms", "rate", "10mbit", "24"],  # overhead: positional
         }
         for name, args in qdiscs.items():
+            if name not in todo:
+                continue
             q = _tc(ns, ["qdisc", "replace", "dev", dev, "root", *args])
             results[name] = (
                 q.returncode == 0,
@@ -129,51 +156,48 @@ def _probe_kernel() -> dict[str, tuple[bool, str]]:
                 else f"{_msg(q)} (module {MODULE_OF[name]})",
             )
             _tc(ns, ["qdisc", "del", "dev", dev, "root"])
-        # explicit endpoints: "remote any local any" would be the kernel's own sit0
-        s = _ip(
-            [
-                "-n",
-                ns,
-                "link",
-                "add",
-                "s0",
-                "type",
-                "sit",
-                "remote",
-                "192.0.2.1",
-                "local",
-                "192.0.2.2",
-            ]
-        )
-        results["sit"] = (
-            s.returncode == 0,
-            "created a sit tunnel" if s.returncode == 0 else f"{_msg(s)} (module sit)",
-        )
-        t = _ip(["-n", ns, "tuntap", "add", "dev", "t0", "mode", "tun"])
-        results["tun"] = (
-            t.returncode == 0,
-            "created a tun device"
-            if t.returncode == 0
-            else f"{_msg(t)} (module tun, /dev/net/tun)",
-        )
-        results["esp"] = _probe_esp(ns)
-        if shutil.which("nft"):
-            n = processes.run(processes.ns_argv(ns, ["nft", "list", "tables"]), check=False)
-            results["nftables"] = (
-                n.returncode == 0,
-                "listed nftables tables" if n.returncode == 0 else _msg(n),
+        if "sit" in todo:
+            # explicit endpoints: "remote any local any" would be the kernel's own sit0
+            s = _ip(
+                [
+                    "-n",
+                    ns,
+                    "link",
+                    "add",
+                    "s0",
+                    "type",
+                    "sit",
+                    "remote",
+                    "192.0.2.1",
+                    "local",
+                    "192.0.2.2",
+                ]
             )
-        else:
-            results["nftables"] = (False, "the nft program is missing (package nftables)")
+            results["sit"] = (
+                s.returncode == 0,
+                "created a sit tunnel" if s.returncode == 0 else f"{_msg(s)} (module sit)",
+            )
+        if "tun" in todo:
+            t = _ip(["-n", ns, "tuntap", "add", "dev", "t0", "mode", "tun"])
+            results["tun"] = (
+                t.returncode == 0,
+                "created a tun device"
+                if t.returncode == 0
+                else f"{_msg(t)} (module tun, /dev/net/tun)",
+            )
+        if "esp" in todo:
+            results["esp"] = _probe_esp(ns)
+        if "nftables" in todo:
+            if shutil.which("nft"):
+                n = processes.run(processes.ns_argv(ns, ["nft", "list", "tables"]), check=False)
+                results["nftables"] = (
+                    n.returncode == 0,
+                    "listed nftables tables" if n.returncode == 0 else _msg(n),
+                )
+            else:
+                results["nftables"] = (False, "the nft program is missing (package nftables)")
     finally:
         netlink.remove_netns(ns)
-    jool = _module_present("jool")
-    results["jool"] = (
-        jool,
-        "module jool is loaded or loadable"
-        if jool
-        else "no jool module for this kernel (package jool-dkms builds it)",
-    )
     return results
 
 
@@ -189,10 +213,13 @@ def _probe_esp(ns: str) -> tuple[bool, str]:
     return True, "added ESP security associations (IPv4 and IPv6)"
 
 
-def probe() -> dict[str, Capability]:
-    """Every capability, kernel features first, then programs."""
+def probe(wanted: Iterable[str] | None = None) -> dict[str, Capability]:
+    """The capabilities named in `wanted` (default: every one), kernel features first, then
+    programs; names that are neither are left out."""
+    asked = None if wanted is None else set(wanted)
     caps: dict[str, Capability] = {}
-    for name, (ok, reason) in _probe_kernel().items():
+    kernel = KERNEL_FEATURES if asked is None else [f for f in KERNEL_FEATURES if f in asked]
+    for name, (ok, reason) in _probe_kernel(kernel).items():
         if ok:
             fix = ""
         elif name in VM_PROVIDES:
@@ -204,6 +231,8 @@ def probe() -> dict[str, Capability]:
             fix = "run as root on a Linux kernel with network namespaces"
         caps[name] = Capability(name, "kernel", ok, reason, fix)
     for name, (program, package) in binaries().items():
+        if asked is not None and name not in asked:
+            continue
         path = processes.find_program(program)  # the venv's bin/ first, as `testbed vm` does
         caps[name] = Capability(
             name,
@@ -232,11 +261,12 @@ def features() -> dict[str, bool]:
 
 
 def has(feature: str) -> bool:
-    cap = probe().get(feature)
+    cap = probe([feature]).get(feature)
     return cap is not None and cap.available
 
 
 def missing(wanted: Iterable[str]) -> list[str]:
     """The features of `wanted` this machine lacks (unknown names count as missing)."""
-    caps = probe()
-    return [f for f in wanted if f not in caps or not caps[f].available]
+    names = list(wanted)
+    caps = probe(names)
+    return [f for f in names if f not in caps or not caps[f].available]

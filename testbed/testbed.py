@@ -358,7 +358,7 @@ def check_needs(plan: Plan) -> None:
         return
     need = lacking[0]
     who = next(f for f in plan.features if need in f.needs())
-    cap = capabilities.probe().get(need)
+    cap = capabilities.probe([need]).get(need)
     fix = cap.fix if cap is not None and cap.kind == "program" else None
     raise MissingCapability(
         need, f"{who.label} (features[{who.index}]) of {plan.topology.source}", fix

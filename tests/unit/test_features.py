@@ -386,7 +386,7 @@ def test_mechanism_table_is_refused_with_the_replacement() -> None:
 
 def test_missing_kernel_feature_points_to_the_vm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capabilities, "missing", lambda feats: [f for f in feats if f == "sit"])
-    monkeypatch.setattr(capabilities, "probe", lambda: {})
+    monkeypatch.setattr(capabilities, "probe", lambda wanted=None: {})
     with pytest.raises(MissingCapability) as err:
         check_needs(plan_of(topo("6to4")))
     assert err.value.feature == "sit"
