@@ -88,6 +88,7 @@ DEFAULT_ICOUNT_SHIFT = 0
 # In the guest: $TESTBED_CLOCK ('virtual' or 'real'), $TESTBED_ICOUNT_SHIFT, and
 # $TESTBED_HOST_CLOCK, a file on the host whose modification time gives host wall time.
 HOST_CLOCK_FILE = "host-clock"
+HOST_TOOLS_FILE = "host-tools.json"  # results.ENV_HOST_TOOLS: the host's tool versions
 
 
 # --- discovery (pure given the paths) ------------------------------------------------------
@@ -698,6 +699,8 @@ def run_in_vm(
     boots one vCPU under TCG with QEMU's instruction counter as the guest's clock.
     `db` (a file) overrides where the trials are merged (default: `host_db(results)`).
     """
+    from testbed.results import ENV_HOST_TOOLS, tool_provenance
+
     if os.environ.get(ENV_IN_VM) == "1":
         raise UsageError("already inside the VM tier: run the command directly")
     if not command:
@@ -734,6 +737,7 @@ def run_in_vm(
                 "TESTBED_SCRATCH": str(scratch),
                 "TESTBED_HOST_DB": str(dst),
                 **clock_env(clock, icount_shift, scratch),
+                ENV_HOST_TOOLS: str(scratch / HOST_TOOLS_FILE),
             }
         )
         guest_env.update(env or {})
@@ -756,6 +760,7 @@ def run_in_vm(
         )
         spec.script.write_text(guest_script(spec))
         (scratch / HOST_CLOCK_FILE).write_bytes(b"")
+        (scratch / HOST_TOOLS_FILE).write_text(json.dumps(tool_provenance()))
         precompile()
         result = _boot(spec, vng)
         if not result.booted and use_kvm and kvm is None:

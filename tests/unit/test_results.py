@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import sqlite3
+import subprocess
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,20 @@ def test_provenance_and_clock_info_record_the_clock(monkeypatch: pytest.MonkeyPa
     assert results.provenance()["clock"]["label"] == "virtual(icount shift=2)"
     monkeypatch.delenv("TESTBED_CLOCK")
     assert results.clock_info()["label"].startswith("real(")
+
+
+def test_provenance_takes_the_hosts_tool_versions_in_the_vm_tier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = tmp_path / "host-tools.json"
+    f.write_text(json.dumps({"git_revision": "abc123", "tools": {"iperf3": "iperf 9.9"}}))
+    monkeypatch.setenv(results.ENV_HOST_TOOLS, str(f))
+    started: list[object] = []
+    monkeypatch.setattr("testbed.results.processes.run", lambda *a, **k: started.append(a))
+    p = results.provenance()
+    assert p["git_revision"] == "abc123" and p["tools"] == {"iperf3": "iperf 9.9"}
+    assert started == []  # no program started for it
+    f.write_text("not json")  # unreadable: computed here instead
+    monkeypatch.setattr("testbed.results.processes.run",
+                        lambda argv, **k: subprocess.CompletedProcess(argv, 0, "v1\n", ""))
+    assert results.provenance()["tools"]["tc"] == "v1"  # computed here
