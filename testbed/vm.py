@@ -182,7 +182,8 @@ def direct_boot_image(kernel: Path, cache: Path | None = None) -> Path | None:
             return None
         cache.mkdir(parents=True, exist_ok=True)
         for old in cache.glob(f"vmlinux-{kernel_release(kernel)}-*"):
-            old.unlink(missing_ok=True)  # an earlier build of the same release
+            if old.name != out.name:  # (another boot may be making this one too)
+                old.unlink(missing_ok=True)  # an earlier build of the same release
         tmp = out.with_name(f".{out.name}.{os.getpid()}")
         tmp.write_bytes(elf)
         os.replace(tmp, out)
