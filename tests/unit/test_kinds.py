@@ -524,3 +524,27 @@ def test_the_report_reads_paper_description_and_units(tmp_path: Path) -> None:
     assert report_data.unit(new, "rtt_mean_ms") == "ms"
     old = _row("r0", {"rtt_mean_ms": 0.5}, {})
     assert report_data.description(old) == "" and report_data.unit(old, "rtt_mean_ms") is None
+
+
+def test_the_registry_imports_a_kind_only_when_it_is_looked_up() -> None:
+    import subprocess
+
+    code = ("import sys\nfrom testbed.measure.kinds import KINDS\n"
+            "pre = 'testbed.measure.kinds.'\n"
+            "loaded = lambda: sorted(m[len(pre):] for m in sys.modules\n"
+            "                        if m.startswith(pre) and m[len(pre):] in KINDS)\n"
+            "print(loaded(), 'pingpong' in KINDS, 'nope' in KINDS, len(KINDS) > 5)\n"
+            "print(KINDS['pingpong'].name, KINDS.get('nope'), loaded())\n"
+            "print(len(list(KINDS.values())) == len(KINDS) == len(loaded()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["[] True False True", "pingpong None ['pingpong']", "True"]
+
+
+def test_a_kind_set_in_the_registry_replaces_and_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    ping = KINDS["ping"]
+    monkeypatch.setitem(KINDS, "ping", dataclasses.replace(ping, doc="x"))
+    monkeypatch.setitem(KINDS, "extra", ping)
+    assert KINDS["ping"].doc == "x" and "extra" in KINDS
+    monkeypatch.undo()
+    assert KINDS["ping"] is ping and "extra" not in KINDS

@@ -36,7 +36,8 @@ def test_a_name_of_the_init_runs_it_once(package: Path) -> None:
     out = _python("from testbed.netlink import _lazy_package\n_lazy_package('heavy')\n"
                   "import heavy.mod\nfrom heavy import Thing\nimport heavy\n"
                   "print(heavy.__version__, Thing is heavy.mod.Thing)\n"
-                  "try:\n    from heavy import Nope\nexcept ImportError as e:\n    print('no Nope')",
+                  "try:\n    from heavy import Nope\n"
+                  "except ImportError:\n    print('no Nope')",
                   package)
     assert out.splitlines() == ["init ran", "1.2 True", "no Nope"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from testbed.errors import SpecError
@@ -25,24 +25,69 @@ __all__ = ["KINDS", "Context", "Kind", "Measured", "Metric", "Param", "TestbedLi
            "units_of", "validate", "validate_params"]
 
 
+def _names(path: Sequence[str]) -> list[str]:
+    """The kind modules of a package: all but base and _private ones."""
+    return sorted(i.name for i in pkgutil.iter_modules(path)
+                  if i.name != "base" and not i.name.startswith("_"))
+
+
+def _load(package: str, name: str) -> Kind:
+    """Import `package.name` and take its `KIND`, whose name must be the module's name."""
+    module = importlib.import_module(f"{package}.{name}")
+    kind = getattr(module, "KIND", None)
+    if not isinstance(kind, Kind):
+        raise TypeError(f"{module.__name__} has no KIND = Kind(...)")
+    if kind.name != name:
+        raise TypeError(f"{module.__name__}: KIND.name {kind.name!r} is not the module name")
+    return kind
+
+
 def discover(path: Sequence[str], package: str) -> dict[str, Kind]:
     """Import each module of a package (but base and _private ones) and take its `KIND`,
     whose name must be the module's name."""
-    found: dict[str, Kind] = {}
-    for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
-        if info.name == "base" or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{package}.{info.name}")
-        kind = getattr(module, "KIND", None)
-        if not isinstance(kind, Kind):
-            raise TypeError(f"{module.__name__} has no KIND = Kind(...)")
-        if kind.name != info.name:
-            raise TypeError(f"{module.__name__}: KIND.name {kind.name!r} is not the module name")
-        found[kind.name] = kind
-    return found
+    return {name: _load(package, name) for name in _names(path)}
 
 
-KINDS: dict[str, Kind] = discover(__path__, __name__)
+class LazyKinds(MutableMapping[str, Kind]):
+    """The kinds of a package by name, each module imported when its kind is first looked up.
+
+    A run imports only the kinds its experiment uses: importing all of them is ~1 s of every
+    start in a TCG guest. Listing the names imports nothing; `values()` imports every one."""
+
+    def __init__(self, path: Sequence[str], package: str) -> None:
+        self._package = package
+        self._names = _names(path)
+        self._kinds: dict[str, Kind] = {}
+
+    def __getitem__(self, name: str) -> Kind:
+        if name not in self._kinds:
+            if name not in self._names:
+                raise KeyError(name)
+            self._kinds[name] = _load(self._package, name)
+        return self._kinds[name]
+
+    def __setitem__(self, name: str, kind: Kind) -> None:
+        self._kinds[name] = kind
+        if name not in self._names:
+            self._names = sorted([*self._names, name])
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._names:
+            raise KeyError(name)
+        self._names = [n for n in self._names if n != name]
+        self._kinds.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._names))
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+KINDS: MutableMapping[str, Kind] = LazyKinds(__path__, __name__)
 
 
 def get(name: str, file: str = "measurement", key: str = "kind") -> Kind:
