@@ -55,6 +55,8 @@ def classes() -> list[type[Feature]]:
 
 def configure(topo: Topology, addresses: AddressPlan) -> list[Feature]:
     """The topology's enabled [[features]], validated (pure: raises SpecError, creates nothing)."""
+    if not topo.features_list:
+        return []  # nothing to look up: the feature modules are not imported (a guest's start)
     reg = registry()
     out: list[Feature] = []
     for i, table in enumerate(topo.features_list):
@@ -110,6 +112,9 @@ def _check_clashes(topo: Topology, features: Iterable[Feature]) -> None:
 def kernel_needs(tables: Iterable[dict[str, object]]) -> tuple[str, ...]:
     """The kernel features (testbed.capabilities names) that feature tables' kinds need,
     read from the declarations alone (no validation: for choosing a tier before building)."""
+    tables = list(tables)
+    if not tables:
+        return ()
     reg = registry()
     out: list[str] = []
     for t in tables:
