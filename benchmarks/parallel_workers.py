@@ -110,13 +110,15 @@ def main() -> int:
                     "in order; a repeated mode measures the same placement again)")
     ap.add_argument("--json", type=Path, help="write every number here")
     ap.add_argument("--keep", type=Path, help="keep databases and logs in this folder")
-    ap.add_argument("--report", type=Path, metavar="DIR",
-                    help="only print the tables of an earlier run kept with --keep --json")
+    ap.add_argument("--report", type=Path, metavar="JSON",
+                    help="only print the tables of an earlier run saved with --json JSON "
+                    "(or a folder holding it as out.json)")
     args = ap.parse_args()
     if args.report:
-        out = json.loads((args.report / "out.json").read_text())
+        saved = args.report / "out.json" if args.report.is_dir() else args.report
+        out = json.loads(saved.read_text())
         for r in out:
-            r["trial_s"] = trial_seconds(Path(r.get("db", args.report / f"{r['mode']}.sqlite")))
+            r["trial_s"] = trial_seconds(Path(r.get("db", saved.parent / f"{r['mode']}.sqlite")))
         report(out)
         return 0
     work = args.keep or Path(tempfile.mkdtemp(prefix="tb-bench-parallel-"))
