@@ -9,6 +9,9 @@ from typing import Any, Literal
 
 LimitedBy = Literal["device", "generator", "max_rate", "nothing_passed"]
 
+GENERATOR_TOLERANCE = 0.02
+"""How far below the offered rate a generator may send before it counts as too slow."""
+
 
 @dataclass(frozen=True)
 class TrialOutcome:
@@ -36,6 +39,11 @@ class TrialOutcome:
         """True when the generator sent noticeably slower than asked (by more than `tolerance`)."""
         return self.achieved < self.offered * (1.0 - tolerance)
 
+    @property
+    def pace(self) -> float:
+        """The rate it sent at apart from its stalls (`achieved` where that is not known)."""
+        return self.achieved if self.paced is None else self.paced
+
     def credited(self, tolerance: float = 0.001, max_stalled: float = 0.01) -> float:
         """The rate this trial shows the device carrying (if it passed): the offered rate when
         the generator sent at it within `tolerance` apart from stalls adding up to at most
@@ -45,7 +53,7 @@ class TrialOutcome:
         virtual clock, its guest busy elsewhere) sends less in all, but what it sent came at the
         offered rate, and a device that kept up with that kept up with the rate asked.
         """
-        pace = self.achieved if self.paced is None else self.paced
+        pace = self.pace
         stalls_ok = self.duration_s is None or self.stalled_s <= max_stalled * self.duration_s
         if stalls_ok and pace >= self.offered * (1.0 - tolerance):
             return self.offered
@@ -106,7 +114,7 @@ def throughput_search(
     resolution: float,
     min_rate: float = 0.0,
     loss_tolerance: float = 0.0,
-    generator_tolerance: float = 0.02,
+    generator_tolerance: float = GENERATOR_TOLERANCE,
     max_trials: int = 40,
     guess_from_loss: bool = True,
     max_late_s: float | None = None,
@@ -271,7 +279,7 @@ def frame_loss_rate(
     start_rate: float,
     step_fraction: float = 0.10,
     clean_in_a_row: int = 2,
-    generator_tolerance: float = 0.02,
+    generator_tolerance: float = GENERATOR_TOLERANCE,
     min_fraction: float = 0.05,
 ) -> list[FrameLossPoint]:
     """RFC 2544 section 26.3: loss at the start rate, then in steps of 10% of it, downward,

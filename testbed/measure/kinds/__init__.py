@@ -82,7 +82,7 @@ class LazyKinds(MutableMapping[str, Kind]):
         return name in self._names
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._names))
+        return iter(self._names)  # replaced, never changed in place: safe to iterate
 
     def __len__(self) -> int:
         return len(self._names)

@@ -27,8 +27,8 @@ def hiccup(out: search.TrialOutcome, slack: float) -> bool:
     (but less than the 2 % that marks a generator too slow, which reruns cannot cure)."""
     if out.stalled_s > 0:
         return True
-    pace = out.achieved if out.paced is None else out.paced
-    return out.offered * (1.0 - 0.02) <= pace < out.offered * (1.0 - slack)
+    too_slow = out.offered * (1.0 - search.GENERATOR_TOLERANCE)
+    return too_slow <= out.pace < out.offered * (1.0 - slack)
 
 
 def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late_s: float,
@@ -48,7 +48,7 @@ def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late
             stalls += 1
             out = once(rate)
             continue
-        short = out.generator_short(0.02)
+        short = out.generator_short(search.GENERATOR_TOLERANCE)
         if tries >= retries or (not short and (out.lost or search.passed(out, 0.0, late_s))):
             return out
         tries += 1
