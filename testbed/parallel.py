@@ -72,6 +72,10 @@ def _cells(unit: Sequence[TrialPlan]) -> list[list[TrialPlan]]:
         unit, key=lambda t: (t.measurement.name, t.group_key))]
 
 
+BARREN_LIMIT = 2
+"""Shares in a row whose worker exits with an error before recording a trial, after which
+the run's remaining trials of such a share are recorded as failed instead of retried."""
+
 BUILD_COST = 0.5
 """A topology point's build, in trials' worth of time: cutting a point between two shares costs
 one more build (in the VM tier a chain's build takes a few seconds; a trial about 7)."""
@@ -395,6 +399,7 @@ class RunBook:
         self.stored = 0
         self.failed = 0
         self.shares = 0  # share indexes handed out
+        self.barren = 0  # shares in a row whose worker exited with an error, recording nothing
 
     def adopt(self, workdir: Path) -> int:
         """On resume: store what workers of an interrupted coordinator committed to their own
@@ -440,7 +445,19 @@ class RunBook:
         started, go on as a share of their own."""
         self.store(out.rows, out.worker, out.placement)
         left = self.missing(out.share)
+        # A worker that exits with an error (not killed) before recording anything failed
+        # outside its trials (a trial's own failure is recorded, never fatal): a broken
+        # install, a guest that cannot start. Twice in a row, the rest would fail alike.
+        barren = (out.returncode is not None and out.returncode > 0
+                  and len(left) == len(out.share.keys))
+        self.barren = self.barren + 1 if barren else 0
         if not left:
+            return []
+        if self.barren >= BARREN_LIMIT:
+            why = (f"{self.barren} workers in a row ended before their first trial (last: "
+                   f"{out.worker}, {out.why})")
+            self.fail_all(left, f"{why}; fix that, then testbed run --resume")
+            self.note(f"{why}: {len(left)} trials recorded as failed")
             return []
         if out.share.attempt == 1:
             self.note(f"worker {out.worker} ended ({out.why}) with {len(left)} of "
@@ -450,18 +467,23 @@ class RunBook:
             if left[1:]:
                 retry.append(Share(self._next(), self.run_id, left[1:]))
             return retry
-        now = results.wall_time()
         key, rest = left[0], left[1:]
-        t = self.by_key[key]
-        results.write_trial(self.con, results.TrialRow(
-            key, self.run_id, self.exp.name, self.exp.profile, t.measurement.name,
-            t.measurement.kind, t.point, t.group_key, t.repetition, now, now, "error",
-            f"lost twice with its worker (last: {out.worker}, {out.why}); "
-            "rerun with testbed run --resume", {}, {"params": t.params}, {}, []))
-        self.failed += 1
-        self.note(f"worker {out.worker} ended ({out.why}) again in {t.label}: recorded as "
-                  "failed")
+        self.fail_all([key], f"lost twice with its worker (last: {out.worker}, {out.why}); "
+                      "rerun with testbed run --resume")
+        self.note(f"worker {out.worker} ended ({out.why}) again in {self.by_key[key].label}: "
+                  "recorded as failed")
         return [Share(self._next(), self.run_id, rest)] if rest else []
+
+    def fail_all(self, keys: Sequence[str], error: str) -> None:
+        """Record `keys` as failed trials with `error`: a run ends, it never hangs retrying."""
+        now = results.wall_time()
+        for key in keys:
+            t = self.by_key[key]
+            results.write_trial(self.con, results.TrialRow(
+                key, self.run_id, self.exp.name, self.exp.profile, t.measurement.name,
+                t.measurement.kind, t.point, t.group_key, t.repetition, now, now, "error",
+                error, {}, {"params": t.params}, {}, []))
+        self.failed += len(keys)
 
     def _next(self) -> int:
         self.shares += 1

@@ -168,6 +168,25 @@ def test_worker_killed_twice_records_failure_then_resume_completes(
         assert results.runs(con)[0]["finished"] is not None
 
 
+def test_workers_that_cannot_start_end_the_run_instead_of_retrying_every_trial(
+        fake_env: Path) -> None:
+    """A worker that exits with an error before its first trial (a broken install, a guest
+    that does not boot): after two such in a row the rest is recorded as failed, with why."""
+    exp = load_experiment(FAKE, "quick")  # 4 trials
+    db = fake_env / "r.sqlite"
+    launches = fake_env / "launches"
+    broken = ["sh", "-c", f'echo x >> {launches}; echo "ImportError: broken" >&2; exit 1', "w"]
+    out = io.StringIO()
+    s = run_local(exp, FAKE, db=db, workers=2, argv_prefix=broken, stream=out)
+    rows = rows_of(db)
+    assert len(rows) == 4 and s.failed == 4 and all(r.status == "error" for r in rows)
+    assert any("workers in a row ended before their first trial" in (r.error or "")
+               for r in rows)
+    assert "exit 1" in (rows[0].error or "") + (rows[-1].error or "")
+    assert len(launches.read_text().split()) <= 4  # not twice per trial
+    assert "trials recorded as failed" in out.getvalue()
+
+
 def test_sigterm_stops_the_workers_and_keeps_what_they_committed(
         fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TB_FAKE_DELAY", "0.5")
