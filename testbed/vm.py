@@ -951,7 +951,8 @@ def _boot(spec: VmSpec, vng: Path) -> VmResult:
         )
         err.hint = (
             f"see QEMU's own messages with: {vng} --run {spec.kernel} --disable-kvm "
-            f"--verbose --exec true ; a broken install is fixed by {PROVISION_HINT}"
+            f"--verbose --exec true ; a broken install is fixed by {PROVISION_HINT}; "
+            f"{ENV_GUEST_INIT}=system boots with the system's udev instead of testbed's stand-in"
         )
         raise err
     return VmResult(rc, True)
