@@ -559,11 +559,8 @@ def run_experiment(
                     key = t.key(run_id)
                     if key in results.done_keys(con, run_id):
                         continue
-                    now = time.time()
-                    results.write_trial(con, results.TrialRow(
-                        key, run_id, exp.name, exp.profile, t.measurement.name,
-                        t.measurement.kind, t.point, t.group_key, t.repetition, now, now,
-                        "error", f"topology {tp.label}: {exc}", {}, {}, {}, []))
+                    results.write_trial(con, error_row(
+                        exp, run_id, t, f"topology {tp.label}: {exc}", time.time()))
                     prog.finish(ok=False)
                     failed += 1
                 if on_commit is not None:
@@ -576,6 +573,15 @@ def run_experiment(
             results.finish_run(con, run_id)
         return RunSummary(run_id, len(trials), len(trials) - len(todo), len(todo) - failed,
                           failed, db)
+
+
+def error_row(exp: Experiment, run_id: str, t: TrialPlan, error: str, when: float,
+              result: Mapping[str, Any] | None = None) -> results.TrialRow:
+    """The record of trial `t` that failed before it could run (at `when`), saying why."""
+    return results.TrialRow(
+        t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
+        t.point, t.group_key, t.repetition, when, when, "error", error, {}, dict(result or {}),
+        {}, [])
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from testbed import processes, results
 from testbed.errors import UsageError
-from testbed.experiment import Experiment, RunSummary, TrialPlan, plan
+from testbed.experiment import Experiment, RunSummary, TrialPlan, error_row, plan
 from testbed.progress import format_duration
 
 COLUMNS = ("trial_key", "run_id", "experiment", "profile", "measurement", "kind", "point",
@@ -479,10 +479,8 @@ class RunBook:
         now = results.wall_time()
         for key in keys:
             t = self.by_key[key]
-            results.write_trial(self.con, results.TrialRow(
-                key, self.run_id, self.exp.name, self.exp.profile, t.measurement.name,
-                t.measurement.kind, t.point, t.group_key, t.repetition, now, now, "error",
-                error, {}, {"params": t.params}, {}, []))
+            results.write_trial(self.con, error_row(self.exp, self.run_id, t, error, now,
+                                                    {"params": t.params}))
         self.failed += len(keys)
 
     def _next(self) -> int:

@@ -206,6 +206,25 @@ def test_failed_trial_is_recorded_and_retried_on_resume(tmp_path: Path) -> None:
         assert len(rows) == s.planned and all(r.status == "ok" for r in rows)
 
 
+def test_a_topology_that_cannot_be_built_records_each_of_its_trials_as_failed(
+        tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    exp = load_experiment(FAKE, "quick")
+
+    @contextmanager
+    def broken(path: Path, params: Mapping[str, str]) -> Iterator[Any]:
+        raise CommandError(["ip", "link", "add"], 2, "RTNETLINK answers: no", "node h1")
+        yield  # pragma: no cover
+
+    s = run_experiment(exp, db=db, open_testbed=broken, progress=quiet(), run_trial=fake_trial)
+    with closing(results.connect(db)) as con:
+        rows = list(results.trials(con))
+    assert s.failed == s.planned == len(rows) and s.ran == 0
+    assert all(r.status == "error" and (r.error or "").startswith("topology ")
+               and "RTNETLINK answers: no" in (r.error or "") for r in rows)
+    assert all(r.started == r.finished for r in rows)
+
+
 def test_interrupt_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     exp = load_experiment(FAKE)
