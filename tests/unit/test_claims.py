@@ -357,10 +357,25 @@ def test_go4_does_not_hold_when_latency_falls_with_size() -> None:
     assert status("go:4", bad) == "does not hold"
 
 
-def test_go5_frame_loss_at_line_rate_does_not_hold_and_says_why() -> None:
+def test_go5_judges_the_steps_at_or_below_the_measured_throughput() -> None:
+    # loss at line rate (above the measured 900 Mbit/s) is RFC 2544's start, not the paper's test
     out = CHECKS["go:5"](claims.Data(go_trials(loss=12.5)))
-    assert out.status == "does not hold" and "12.5 %" in out.evidence
-    assert "§26.3" in out.reason
+    assert out.status == "holds", out
+    assert "24/24 steps at or below" in out.evidence and "12/12 series lost" in out.evidence
+    # loss at a step the throughput test had passed does not hold, and says where
+    lossy = go_trials()
+    for t in lossy:
+        if t.kind == "rfc2544":
+            t.result["frame_loss"][1]["loss_percent"] = 0.4
+    out = CHECKS["go:5"](claims.Data(lossy))
+    assert out.status == "does not hold" and "0.4 % at 900" in out.evidence, out
+    # a sender that could not offer a step does not count as 0 %
+    short = go_trials()
+    for t in short:
+        if t.kind == "rfc2544":
+            for p in t.result["frame_loss"]:
+                p["generator_short"] = True
+    assert status("go:5", short) == "not measured"
     assert status("go:5", [row("rfc2544", {"throughput_bps": 1.0}, {"ip": 4})]) == \
         "not measured"
 
