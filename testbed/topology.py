@@ -713,7 +713,28 @@ def _network(text: Any, version: int, file: str, key: str) -> Any:
         raise SpecError(
             file, key, f"{text!r} is not an IPv{version} network", f"an IPv{version} network"
         )
+    clash = next((n for n in UNUSABLE[version] if net.overlaps(n)), None)
+    if clash is not None:
+        raise SpecError(
+            file,
+            key,
+            f"{net} cannot address a link: it overlaps {clash} ({UNUSABLE[version][clash]})",
+            "a unicast network such as the benchmarking ranges 198.18.0.0/15 or 2001:2::/48",
+        )
     return net
+
+
+# Ranges whose addresses no interface of a link can hold (pools and link subnets must avoid
+# them): the kernel refuses or misroutes them (e.g. ::/0 made h1 ::1/64: errno 99 at `up`).
+UNUSABLE: dict[int, dict[Any, str]] = {
+    4: {ipaddress.ip_network(n): why for n, why in (
+        ("0.0.0.0/8", "this network, RFC 1122"), ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"), ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved, RFC 1112"))},
+    6: {ipaddress.ip_network(n): why for n, why in (
+        ("::/127", "unspecified and loopback"), ("fe80::/10", "link-local"),
+        ("ff00::/8", "multicast"))},
+}
 
 
 def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
@@ -725,7 +746,7 @@ def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipad
             "an address with prefix length, e.g. '198.18.0.1/24' or '2001:2::1/64'",
         )
     try:
-        return ipaddress.ip_interface(text)
+        iface = ipaddress.ip_interface(text)
     except ValueError as exc:
         raise SpecError(
             file,
@@ -733,6 +754,16 @@ def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipad
             f"bad address {text!r}: {exc}",
             "an address with prefix length, e.g. '198.18.0.1/24'",
         ) from None
+    clash = next((n for n in UNUSABLE[iface.version] if iface.ip in n), None)
+    if clash is not None:
+        raise SpecError(
+            file,
+            key,
+            f"{iface.ip} cannot be a link's address: it lies in {clash} "
+            f"({UNUSABLE[iface.version][clash]})",
+            "a unicast address such as '198.18.0.1/24' or '2001:2::1/64'",
+        )
+    return iface
 
 
 def _load_routes(raw: Any, names: set[str], file: str) -> list[Route]:

@@ -251,6 +251,20 @@ def _run_ids(db: Path) -> set[str]:
         return {r["run_id"] for r in results.runs(con)}
 
 
+def _check_reproduce_needs(choices: list[Any], db: Path, args: argparse.Namespace) -> None:
+    """Before anything runs or is written: root where measurements run on this host, a
+    writable database and report folder."""
+    from testbed import preflight
+
+    if any(c.tier == "host" for c in choices):
+        preflight.require_root("reproduce", "its host-tier measurements build network "
+                               "namespaces (--tier vm runs everything in a guest instead)")
+        preflight.require_registry()
+    preflight.require_database(db)
+    if not args.no_report:
+        preflight.require_folder(args.out or Path("reports"), "--out")
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from testbed.capabilities import missing
     from testbed.experiment import find_experiment, load_experiment
@@ -273,6 +287,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     virtual = virtual_clock_available()
     choices = [c for exp in exps for c in choose(exp, missing, args.tier, virtual)]
+    if not args.dry_run:
+        _check_reproduce_needs(choices, db, args)
     print(f"reproduce {paper} ({profile} profile): where each measurement runs", file=sys.stderr)
     for c in choices:
         print(f"  {c.experiment}/{c.measurement} on {', '.join(c.topologies)}: {c.tier} tier, "
