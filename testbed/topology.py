@@ -354,23 +354,8 @@ def topology_from_dict(
     default_name: str = "topology",
 ) -> Topology:
     """Validate an already-parsed topology table (the body of a topology file)."""
-    overrides = overrides or {}
     _check_keys(raw, _TOP_KEYS, file, "")
-
-    declared = raw.get("params", {})
-    if not isinstance(declared, dict):
-        raise SpecError(file, "params", "must be a table", "name = default value pairs")
-    params: dict[str, Any] = dict(declared)
-    for name, text in overrides.items():
-        if name not in declared:
-            raise SpecError(
-                file,
-                f"params.{name}",
-                f"--set {name}: no such parameter",
-                ", ".join(sorted(declared)) or "this file declares no parameters",
-            )
-        params[name] = _coerce_param(name, text, declared[name], file)
-
+    params = _resolve_params(raw, overrides or {}, file)
     body = {k: v for k, v in raw.items() if k != "params"}
     body = _substitute(body, params, file, "")
 
@@ -386,6 +371,60 @@ def topology_from_dict(
         raise SpecError(file, "defaults", "must be a table", ", ".join(sorted(_DEFAULT_KEYS)))
     _check_keys(defaults, _DEFAULT_KEYS, file, "defaults")
 
+    nodes, links = _load_nodes_and_links(body, defaults, file)
+    pool4, pool6, plen4, plen6 = _load_addressing(body, file)
+    routes = _load_routes(body.get("routes", []), {n.name for n in nodes}, file)
+    if "mechanism" in body:
+        raise SpecError(
+            file,
+            "mechanism",
+            "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
+            "[[features]] with kind, node and options: see docs/features.md "
+            '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
+        )
+    features = _load_features(body.get("features", []), file)
+
+    topo = Topology(
+        name=name,
+        source=file,
+        description=description,
+        params=tuple(sorted(params.items())),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        routes=tuple(routes),
+        ipv4_pool=str(pool4),
+        ipv6_pool=str(pool6),
+        ipv4_prefixlen=plen4,
+        ipv6_prefixlen=plen6,
+        features=features,
+    )
+    if not topo.nodes:
+        raise SpecError(file, "nodes", "a topology needs at least one node", "[nodes.NAME] tables")
+    return topo
+
+
+def _resolve_params(raw: Mapping[str, Any], overrides: Mapping[str, str],
+                    file: str) -> dict[str, Any]:
+    """The file's [params] with the `--set` overrides applied (each must be declared)."""
+    declared = raw.get("params", {})
+    if not isinstance(declared, dict):
+        raise SpecError(file, "params", "must be a table", "name = default value pairs")
+    params: dict[str, Any] = dict(declared)
+    for name, text in overrides.items():
+        if name not in declared:
+            raise SpecError(
+                file,
+                f"params.{name}",
+                f"--set {name}: no such parameter",
+                ", ".join(sorted(declared)) or "this file declares no parameters",
+            )
+        params[name] = _coerce_param(name, text, declared[name], file)
+    return params
+
+
+def _load_nodes_and_links(body: Mapping[str, Any], defaults: Mapping[str, Any],
+                          file: str) -> tuple[list[Node], list[Link]]:
+    """[nodes], [[links]] and the nodes and links each [[chains]] table expands to."""
     nodes = _load_nodes(body.get("nodes", {}), defaults, file)
     node_names = {n.name for n in nodes}
     links_raw = body.get("links", [])
@@ -414,7 +453,14 @@ def topology_from_dict(
         for i, (key, spec) in enumerate(link_specs)
     ]
     _check_link_uniqueness(links, file)
+    return nodes, links
 
+
+def _load_addressing(
+    body: Mapping[str, Any], file: str
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
+           ipaddress.IPv4Network | ipaddress.IPv6Network, int, int]:
+    """[addressing]: the IPv4 and IPv6 pools and the prefix length of each link's subnet."""
     addressing = body.get("addressing", {})
     if not isinstance(addressing, dict):
         raise SpecError(file, "addressing", "must be a table", ", ".join(sorted(_ADDRESSING_KEYS)))
@@ -423,35 +469,7 @@ def topology_from_dict(
     pool6 = _network(addressing.get("ipv6", "2001:2::/48"), 6, file, "addressing.ipv6")
     plen4 = _prefixlen(addressing, "ipv4_prefixlen", 24, pool4.prefixlen, 30, file)
     plen6 = _prefixlen(addressing, "ipv6_prefixlen", 64, pool6.prefixlen, 126, file)
-
-    routes = _load_routes(body.get("routes", []), node_names, file)
-    if "mechanism" in body:
-        raise SpecError(
-            file,
-            "mechanism",
-            "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
-            "[[features]] with kind, node and options: see docs/features.md "
-            '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
-        )
-    features = _load_features(body.get("features", []), file)
-
-    topo = Topology(
-        name=name,
-        source=file,
-        description=description,
-        params=tuple(sorted(params.items())),
-        nodes=tuple(nodes),
-        links=tuple(links),
-        routes=tuple(routes),
-        ipv4_pool=str(pool4),
-        ipv6_pool=str(pool6),
-        ipv4_prefixlen=plen4,
-        ipv6_prefixlen=plen6,
-        features=features,
-    )
-    if not topo.nodes:
-        raise SpecError(file, "nodes", "a topology needs at least one node", "[nodes.NAME] tables")
-    return topo
+    return pool4, pool6, plen4, plen6
 
 
 def _load_features(raw: Any, file: str) -> tuple[tuple[tuple[str, Any], ...], ...]:

@@ -278,7 +278,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     caps = capabilities.probe()
-    from testbed.vm import vm_available
+    from testbed.vm.run import vm_available
 
     vm_ok, vm_why = vm_available()
     if args.json:

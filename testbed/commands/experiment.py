@@ -231,9 +231,10 @@ def share_journal(share: Path, db: Path) -> AbstractContextManager[Journal | Non
     import os
     from contextlib import nullcontext
 
-    from testbed import parallel, vm
+    from testbed import parallel
+    from testbed.vm.guest import ENV_IN_VM
 
-    if os.environ.get(vm.ENV_IN_VM) != "1":
+    if os.environ.get(ENV_IN_VM) != "1":
         return nullcontext(None)
     return parallel.Journal(db, Path(share).parent / parallel.JOURNAL)
 
@@ -260,11 +261,12 @@ def run_on_clock(clock: str, path: Path, args: argparse.Namespace, db: Path) -> 
     or say exactly what to run."""
     import os
 
-    from testbed import vm
+    from testbed.vm import run as vm_run
+    from testbed.vm.guest import ENV_IN_VM
 
     argv = guest_run_argv(path, args, clock)
     cmd = f"testbed vm --clock {clock} -- {' '.join(argv)}"
-    if os.environ.get(vm.ENV_IN_VM) == "1" or clock == "real":
+    if os.environ.get(ENV_IN_VM) == "1" or clock == "real":
         raise UsageError(
             f"{path}: the experiment asks for the {clock} clock and this process measures on "
             f"the {current_clock()} one",
@@ -278,7 +280,7 @@ def run_on_clock(clock: str, path: Path, args: argparse.Namespace, db: Path) -> 
             hint=f"run it again without --resume: {cmd}",
         )
     print(f"testbed run: {path} asks for the {clock} clock; booting it: {cmd}", file=sys.stderr)
-    result = vm.run_in_vm(argv, clock=clock, db=db)
+    result = vm_run.run_in_vm(argv, clock=clock, db=db)
     return result.returncode
 
 

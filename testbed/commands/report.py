@@ -123,10 +123,10 @@ class Choice:
 
 
 def virtual_clock_available() -> bool:
-    """Whether the full-kernel tier can run on a virtual clock (testbed.vm.run_in_vm(clock=))."""
-    from testbed import vm
+    """Whether the full-kernel tier can run on a virtual clock (vm.run.run_in_vm(clock=))."""
+    from testbed.vm import run as vm_run
 
-    return "clock" in inspect.signature(vm.run_in_vm).parameters
+    return "clock" in inspect.signature(vm_run.run_in_vm).parameters
 
 
 def _shaped(exp: Any) -> bool:
@@ -361,7 +361,7 @@ GUEST_MIB = 1536  # a virtual-clock guest (1 GiB) and its QEMU around it
 def guest_workers(spec: str, ncpu: int | None = None, free_mib: int | None = None) -> int:
     """`--workers`: a number, or auto = one guest per host core (at most 4), as free memory
     allows. Virtual-clock guests give the same numbers side by side (docs/parallel.md)."""
-    from testbed import vm
+    from testbed.vm.memory import available_memory_mib
 
     if spec != "auto":
         try:
@@ -372,7 +372,7 @@ def guest_workers(spec: str, ncpu: int | None = None, free_mib: int | None = Non
             raise UsageError(f"--workers {spec!r}: expected auto or a number of guests >= 1")
         return n
     cores = ncpu if ncpu is not None else (os.cpu_count() or 1)
-    mib = free_mib if free_mib is not None else vm.available_memory_mib()
+    mib = free_mib if free_mib is not None else available_memory_mib()
     by_memory = max(1, mib // GUEST_MIB) if mib is not None else 1
     return max(1, min(cores, 4, by_memory))
 
@@ -390,14 +390,14 @@ def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
 
 
 def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | None) -> int:
-    from testbed import vm
+    from testbed.vm import run as vm_run
 
     argv = ["testbed", "reproduce", paper, "--no-report", *(["--quick"] if quick else [])]
     for o in only:
         argv += ["--only", o]
     print(f"== full-kernel tier: {' '.join(argv)}", file=sys.stderr)
     kw: dict[str, Any] = {"clock": clock} if clock else {}
-    res = vm.run_in_vm(argv, db=db, **kw)
+    res = vm_run.run_in_vm(argv, db=db, **kw)
     if res.returncode != 0:
         print(f"the full-kernel tier exited with {res.returncode}", file=sys.stderr)
     return 1 if res.returncode else 0
