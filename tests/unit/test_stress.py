@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed.errors import SpecError
-from testbed.measure import acl, exthdr, reset, routercpu, stress
+from testbed.measure import acl, exthdr, routercpu, stress
 from testbed.measure.kinds import validate_params
 
 
@@ -152,11 +152,12 @@ def test_napi_threads_from_proc(tmp_path: Path) -> None:
 
 def test_reset_node_actions_cover_the_router_and_its_links() -> None:
     from testbed.plan import compile_plan
+    from testbed.testbed import node_actions
     from testbed.topology import load_topology
 
     topo = load_topology(Path("topologies/one-router.toml"), {})
     plan = compile_plan(topo, "t", netem_available=False)
-    acts = reset.node_actions(plan, "r1")
+    acts = node_actions(plan, "r1")
     kinds = [type(a).__name__ for a in acts]
     assert kinds[0] == "CreateNamespace" and kinds.count("AddVeth") == 2
     # the hosts' ends get their addresses and default routes back
