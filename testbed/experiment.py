@@ -7,12 +7,13 @@ import math
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from testbed import results
+from testbed.api import TestbedLike
 from testbed.errors import SpecError, TestbedError, UsageError
 from testbed.measure import kinds
 from testbed.progress import Progress
@@ -187,6 +188,7 @@ def load_experiment(path: str | Path, profile: str = "full") -> Experiment:
 
 def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "full"
                          ) -> Experiment:
+    """An experiment from its file's table (`load_experiment` reads the file), validated."""
     _check_keys(raw, TOP_KEYS, file, "")
     name = raw.get("name", Path(file).stem)
     if not isinstance(name, str) or not name:
@@ -197,6 +199,35 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
     clock = raw.get("clock")
     if clock is not None and clock not in CLOCKS:
         raise SpecError(file, "clock", f"{clock!r} is not a clock", " or ".join(CLOCKS))
+    reps, params, sweep, meas_raw = _profile_view(raw, file, profile)
+    topology, topo_sweep, meas_sweep = _split_sweep(sweep, topology, file)
+    measurements = [_measurement(mname, mraw, meas_sweep, file)
+                    for mname, mraw in meas_raw.items()]
+    for k in meas_sweep:
+        if not any(kinds.KINDS[m.kind].param(k) is not None for m in measurements):
+            raise SpecError(file, f"sweep.{k}", "no measurement of this experiment takes it",
+                            "topology, topology.<param>, or a parameter of a measurement")
+    _check_plain(params, topo_sweep, file)
+    exp = Experiment(
+        name=name, file=file, profile=profile,
+        description=_text(raw, "description", file, "a line of text"),
+        topology=topology, params=params, topo_sweep=topo_sweep, meas_sweep=meas_sweep,
+        repetitions=reps, measurements=measurements, raw=dict(raw), clock=clock,
+        paper=_text(raw, "paper", file,
+                    'the paper\'s id, e.g. "gometz-2015-ipv4-ipv6-open-source-routers"'),
+    )
+    total = count_trials(exp)
+    if total > MAX_TRIALS:
+        raise SpecError(file, "repetitions" if reps > 1 else "sweep",
+                        f"{total} trials: more than {MAX_TRIALS}",
+                        "fewer sweep values or repetitions (or split the experiment)")
+    return exp
+
+
+def _profile_view(raw: Mapping[str, Any], file: str, profile: str
+                  ) -> tuple[int, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Repetitions, [params], [sweep] and [measurements] of `profile` (quick: the file's
+    [quick] tables over the full ones)."""
     params = _table(raw, "params", file)
     sweep = _table(raw, "sweep", file)
     reps = raw.get("repetitions", 1)
@@ -223,7 +254,12 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
                         f"an integer from 1 to {MAX_REPETITIONS}")
     if not meas_raw:
         raise SpecError(file, "measurements", "no measurements", "[measurements.NAME] tables")
+    return reps, params, sweep, meas_raw
 
+
+def _split_sweep(sweep: Mapping[str, Any], topology: list[str], file: str
+                 ) -> tuple[list[str], dict[str, list[Any]], dict[str, list[Any]]]:
+    """[sweep] as the topologies, the topology parameters' sweeps and the measurements'."""
     topo_sweep: dict[str, list[Any]] = {}
     meas_sweep: dict[str, list[Any]] = {}
     for k, v in sweep.items():
@@ -236,70 +272,77 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
             topo_sweep[k] = values
         else:
             meas_sweep[k] = values
+    return topology, topo_sweep, meas_sweep
 
-    measurements: list[MeasurementSpec] = []
-    for mname, mraw in meas_raw.items():
-        key = f"measurements.{mname}"
-        if not isinstance(mraw, dict):
-            raise SpecError(file, key, "must be a table", f"[{key}] with kind = ...")
-        kind_name = mraw.get("kind")
-        if not isinstance(kind_name, str):
-            raise SpecError(file, f"{key}.kind", "missing", ", ".join(kinds.KINDS))
-        kind = kinds.get(kind_name, file, f"{key}.kind")
-        given = {k: v for k, v in mraw.items() if k not in MEASUREMENT_META}
-        decl = {k: kinds.declared(kind, k, file, key) for k in given}
-        own_sweep = {k: v for k, v in given.items() if isinstance(v, list)
-                     and decl[k].type != "names"}
-        for k, vals in own_sweep.items():
-            if not vals:
-                raise SpecError(file, f"{key}.{k}", "an empty list sweeps nothing")
-        fixed = {k: v for k, v in given.items() if k not in own_sweep}
-        for k, v in given.items():
-            for i, one in enumerate(own_sweep.get(k, [v])):
-                kinds.check_value(decl[k], one, file,
-                                  f"{key}.{k}" + (f"[{i}]" if k in own_sweep else ""))
-        relevant = {k: v for k, v in meas_sweep.items() if kind.param(k) is not None}
-        for k, vals in relevant.items():
-            for i, one in enumerate(vals):
-                kinds.check_value(kinds.declared(kind, k, file, f"sweep.{k}"), one, file,
-                                  f"sweep.{k}[{i}]")
-        for k in relevant:
-            if k in given:  # the global sweep would silently replace the measurement's own value
-                raise SpecError(file, f"{key}.{k}",
-                                f"is also swept by [sweep] {k} = {meas_sweep[k]!r}, which would "
-                                "override it", f"move `{k}` out of [sweep] into the "
-                                "measurements that sweep it")
-        # validate every combination the trials will take (sizes against the IP version, ...)
-        for combo in itertools.islice(_product({**relevant, **own_sweep}), 10000):
-            kinds.validate(kind, {**fixed, **combo}, file, key)
-        merged = kinds.validate(
-            kind, {**fixed, **{k: v[0] for k, v in own_sweep.items()},
-                   **{k: v[0] for k, v in relevant.items()}}, file, key)
-        for k in own_sweep:
-            merged.pop(k, None)
-        where_raw = mraw.get("where", {})
-        if not isinstance(where_raw, dict):
-            raise SpecError(file, f"{key}.where", "must be a table",
-                            'e.g. where = { "topology.routers" = [0] }')
-        where: dict[str, list[Any]] = {}
-        for wk, wv in where_raw.items():
-            if wk != "topology" and not wk.startswith("topology."):
-                raise SpecError(file, f"{key}.where.{wk}", "unknown key",
-                                "topology or topology.<param>")
-            where[wk] = _as_list(wv)
-            for i, one in enumerate(where[wk]):
-                if isinstance(one, list | dict):
-                    raise SpecError(file, f"{key}.where.{wk}[{i}]", "must be a plain value",
-                                    "a string, number or boolean")
-        description = mraw.get("description", "")
-        if not isinstance(description, str):
-            raise SpecError(file, f"{key}.description", "must be a string", "a line of text")
-        measurements.append(MeasurementSpec(mname, kind.name, merged, own_sweep, where,
-                                            description))
-    for k in meas_sweep:
-        if not any(kinds.KINDS[m.kind].param(k) is not None for m in measurements):
-            raise SpecError(file, f"sweep.{k}", "no measurement of this experiment takes it",
-                            "topology, topology.<param>, or a parameter of a measurement")
+
+def _measurement(mname: str, mraw: Any, meas_sweep: Mapping[str, list[Any]], file: str
+                 ) -> MeasurementSpec:
+    """[measurements.NAME]: its kind, parameters (every combination the trials will take
+    validated), own sweeps, `where` and description."""
+    key = f"measurements.{mname}"
+    if not isinstance(mraw, dict):
+        raise SpecError(file, key, "must be a table", f"[{key}] with kind = ...")
+    kind_name = mraw.get("kind")
+    if not isinstance(kind_name, str):
+        raise SpecError(file, f"{key}.kind", "missing", ", ".join(kinds.KINDS))
+    kind = kinds.get(kind_name, file, f"{key}.kind")
+    given = {k: v for k, v in mraw.items() if k not in MEASUREMENT_META}
+    decl = {k: kinds.declared(kind, k, file, key) for k in given}
+    own_sweep = {k: v for k, v in given.items() if isinstance(v, list)
+                 and decl[k].type != "names"}
+    for k, vals in own_sweep.items():
+        if not vals:
+            raise SpecError(file, f"{key}.{k}", "an empty list sweeps nothing")
+    fixed = {k: v for k, v in given.items() if k not in own_sweep}
+    for k, v in given.items():
+        for i, one in enumerate(own_sweep.get(k, [v])):
+            kinds.check_value(decl[k], one, file,
+                              f"{key}.{k}" + (f"[{i}]" if k in own_sweep else ""))
+    relevant = {k: v for k, v in meas_sweep.items() if kind.param(k) is not None}
+    for k, vals in relevant.items():
+        for i, one in enumerate(vals):
+            kinds.check_value(kinds.declared(kind, k, file, f"sweep.{k}"), one, file,
+                              f"sweep.{k}[{i}]")
+    for k in relevant:
+        if k in given:  # the global sweep would silently replace the measurement's own value
+            raise SpecError(file, f"{key}.{k}",
+                            f"is also swept by [sweep] {k} = {meas_sweep[k]!r}, which would "
+                            "override it", f"move `{k}` out of [sweep] into the "
+                            "measurements that sweep it")
+    # validate every combination the trials will take (sizes against the IP version, ...)
+    for combo in itertools.islice(_product({**relevant, **own_sweep}), 10000):
+        kinds.validate(kind, {**fixed, **combo}, file, key)
+    merged = kinds.validate(
+        kind, {**fixed, **{k: v[0] for k, v in own_sweep.items()},
+               **{k: v[0] for k, v in relevant.items()}}, file, key)
+    for k in own_sweep:
+        merged.pop(k, None)
+    return MeasurementSpec(mname, kind.name, merged, own_sweep, _where(mraw, key, file),
+                           _text(mraw, "description", file, "a line of text", key))
+
+
+def _where(mraw: Mapping[str, Any], key: str, file: str) -> dict[str, list[Any]]:
+    """A measurement's `where`: the topology points it applies to."""
+    where_raw = mraw.get("where", {})
+    if not isinstance(where_raw, dict):
+        raise SpecError(file, f"{key}.where", "must be a table",
+                        'e.g. where = { "topology.routers" = [0] }')
+    where: dict[str, list[Any]] = {}
+    for wk, wv in where_raw.items():
+        if wk != "topology" and not wk.startswith("topology."):
+            raise SpecError(file, f"{key}.where.{wk}", "unknown key",
+                            "topology or topology.<param>")
+        where[wk] = _as_list(wv)
+        for i, one in enumerate(where[wk]):
+            if isinstance(one, list | dict):
+                raise SpecError(file, f"{key}.where.{wk}[{i}]", "must be a plain value",
+                                "a string, number or boolean")
+    return where
+
+
+def _check_plain(params: Mapping[str, Any], topo_sweep: Mapping[str, list[Any]], file: str
+                 ) -> None:
+    """Topology parameters (fixed or swept) are plain values."""
     for k, v in params.items():
         if isinstance(v, list | dict):
             raise SpecError(file, f"params.{k}", "must be a plain value",
@@ -309,24 +352,14 @@ def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "f
             if isinstance(v, list | dict):
                 raise SpecError(file, f"sweep.{k}[{i}]", "must be a plain value",
                                 "a string, number or boolean")
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise SpecError(file, "description", "must be a string", "a line of text")
-    paper = raw.get("paper", "")
-    if not isinstance(paper, str):
-        raise SpecError(file, "paper", "must be a string",
-                        'the paper\'s id, e.g. "gometz-2015-ipv4-ipv6-open-source-routers"')
-    exp = Experiment(
-        name=name, file=file, profile=profile, description=description,
-        topology=topology, params=params, topo_sweep=topo_sweep, meas_sweep=meas_sweep,
-        repetitions=reps, measurements=measurements, raw=dict(raw), clock=clock, paper=paper,
-    )
-    total = count_trials(exp)
-    if total > MAX_TRIALS:
-        raise SpecError(file, "repetitions" if reps > 1 else "sweep",
-                        f"{total} trials: more than {MAX_TRIALS}",
-                        "fewer sweep values or repetitions (or split the experiment)")
-    return exp
+
+
+def _text(d: Mapping[str, Any], key: str, file: str, allowed: str, prefix: str = "") -> str:
+    """An optional string (empty when absent)."""
+    value = d.get(key, "")
+    if not isinstance(value, str):
+        raise SpecError(file, f"{prefix}.{key}" if prefix else key, "must be a string", allowed)
+    return value
 
 
 def _names(value: Any, file: str, key: str) -> list[str]:
@@ -464,11 +497,12 @@ def iter_plan(exp: Experiment) -> Iterator[TrialPlan]:
 
 # --- running ----------------------------------------------------------------------------------
 
-OpenTestbed = Callable[[Path, Mapping[str, str]], AbstractContextManager[Any]]
+OpenTestbed = Callable[[Path, Mapping[str, str]], AbstractContextManager[TestbedLike]]
+RunTrial = Callable[[TestbedLike, "TrialPlan", kinds.Context], kinds.Measured]
 
 
 @contextmanager
-def open_real_testbed(path: Path, params: Mapping[str, str]) -> Iterator[Any]:
+def open_real_testbed(path: Path, params: Mapping[str, str]) -> Iterator[TestbedLike]:
     """Load and build a topology with the real Testbed (root, host kernel)."""
     from testbed.testbed import Testbed
     from testbed.topology import load_topology
@@ -500,7 +534,7 @@ def run_experiment(
     open_testbed: OpenTestbed = open_real_testbed,
     progress: Progress | None = None,
     ctx: kinds.Context | None = None,
-    run_trial: Callable[[Any, TrialPlan, kinds.Context], kinds.Measured] | None = None,
+    run_trial: RunTrial | None = None,
     share: tuple[str, Collection[str]] | None = None,
     on_commit: Callable[[], None] | None = None,
 ) -> RunSummary:
@@ -520,7 +554,7 @@ def run_experiment(
     ctx = ctx or kinds.Context()
     base = Path(exp.file).resolve()
 
-    def default_trial(tb: Any, t: TrialPlan, c: kinds.Context) -> kinds.Measured:
+    def default_trial(tb: TestbedLike, t: TrialPlan, c: kinds.Context) -> kinds.Measured:
         return kinds.measure(t.measurement.kind, tb, t.params, c)
 
     do_trial = run_trial or default_trial
@@ -546,26 +580,17 @@ def run_experiment(
             prog.note(f"building {tp.label}")
             try:
                 with open_testbed(path, overrides) as tb:
-                    topo_doc = tb.topology.to_dict() if hasattr(tb.topology, "to_dict") else str(
-                        tb.topology)
+                    topo_doc = tb.topology.to_dict()
                     qd = tb.qdiscs()
                     for t in members:
                         failed += _one(con, run_id, exp, t, tb, topo_doc, qd, do_trial, ctx, prog)
                         if on_commit is not None:
                             on_commit()
             except TestbedError as exc:
-                # the topology could not be built (or torn down): every trial left says why
-                for t in members:
-                    key = t.key(run_id)
-                    if key in results.done_keys(con, run_id):
-                        continue
-                    results.write_trial(con, error_row(
-                        exp, run_id, t, f"topology {tp.label}: {exc}", time.time()))
-                    prog.finish(ok=False)
-                    failed += 1
+                failed += _topology_failed(con, run_id, exp, members, f"topology {tp.label}",
+                                           exc, prog)
                 if on_commit is not None:
                     on_commit()
-                prog.note(f"topology {tp.label} failed: {exc}")
         prog.close()
         finished = not todo or all(t.key(run_id) in results.done_keys(con, run_id)
                                    for t in trials)
@@ -575,17 +600,40 @@ def run_experiment(
                           failed, db)
 
 
-def error_row(exp: Experiment, run_id: str, t: TrialPlan, error: str, when: float,
-              result: Mapping[str, Any] | None = None) -> results.TrialRow:
-    """The record of trial `t` that failed before it could run (at `when`), saying why."""
+def trial_row(exp: Experiment, run_id: str, t: TrialPlan, *, started: float, finished: float,
+              error: str | None = None, metrics: Mapping[str, float] | None = None,
+              result: Mapping[str, Any] | None = None, topology: Any = None,
+              qdiscs: Any = None) -> results.TrialRow:
+    """The one constructor of a stored trial: trial `t` of run `run_id`, failed when `error`
+    says why (also one that failed before it could run), else ok with its `metrics`."""
     return results.TrialRow(
-        t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
-        t.point, t.group_key, t.repetition, when, when, "error", error, {}, dict(result or {}),
-        {}, [])
+        trial_key=t.key(run_id), run_id=run_id, experiment=exp.name, profile=exp.profile,
+        measurement=t.measurement.name, kind=t.measurement.kind, point=t.point,
+        group_key=t.group_key, repetition=t.repetition, started=started, finished=finished,
+        status="ok" if error is None else "error", error=error, metrics=dict(metrics or {}),
+        result=dict(result or {}), topology={} if topology is None else topology,
+        qdiscs=[] if qdiscs is None else qdiscs)
+
+
+def _topology_failed(con: sqlite3.Connection, run_id: str, exp: Experiment,
+                     members: Sequence[TrialPlan], what: str, exc: TestbedError,
+                     prog: Progress) -> int:
+    """The topology could not be built (or torn down): every trial of it left says why."""
+    failed = 0
+    for t in members:
+        if t.key(run_id) in results.done_keys(con, run_id):
+            continue
+        now = time.time()
+        results.write_trial(con, trial_row(exp, run_id, t, started=now, finished=now,
+                                           error=f"{what}: {exc}"))
+        prog.finish(ok=False)
+        failed += 1
+    prog.note(f"{what} failed: {exc}")
+    return failed
 
 
 @contextmanager
-def _store_errors(con: Any, db: Path, exp: Experiment) -> Iterator[None]:
+def _store_errors(con: sqlite3.Connection, db: Path, exp: Experiment) -> Iterator[None]:
     """A SQLite error while running (disk full, file removed) becomes a StoreError that says
     how many trials are kept and how to resume."""
     try:
@@ -611,39 +659,31 @@ def _clock_doc(guest_started: float) -> dict[str, Any]:
             "guest_time": {"started": guest_started, "finished": time.time()}}
 
 
-def _trial_scope(tb: Any) -> AbstractContextManager[Any]:
-    """The Testbed's nested undo scope for one trial (a stand-in testbed may have none)."""
-    scope = getattr(tb, "scope", None)
-    return scope() if scope is not None else nullcontext()
-
-
-def _one(con: Any, run_id: str, exp: Experiment, t: TrialPlan, tb: Any, topo_doc: Any,
-         qdiscs: Any, do_trial: Callable[[Any, TrialPlan, kinds.Context], kinds.Measured],
-         ctx: kinds.Context, prog: Progress) -> int:
+def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb: TestbedLike,
+         topo_doc: Any, qdiscs: Any, do_trial: RunTrial, ctx: kinds.Context,
+         prog: Progress) -> int:
     prog.start(t.label)
     started = results.wall_time()
     guest_started = time.time()
+    result = {"params": t.params}
     try:
-        with _trial_scope(tb):  # what the trial starts (servers, files, rules) ends with it
+        with tb.scope():  # what the trial starts (servers, files, rules) ends with it
             m = do_trial(tb, t, ctx)
     except Exception as exc:  # any failure is this trial's, never the run's
         reason = str(exc) if isinstance(exc, TestbedError) else f"{type(exc).__name__}: {exc}"
-        row = results.TrialRow(
-            t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
-            t.point, t.group_key, t.repetition, started, results.wall_time(), "error", reason,
-            {}, {"params": t.params, **_clock_doc(guest_started),
-                 "description": t.measurement.description}, topo_doc, qdiscs)
-        results.write_trial(con, row)
+        results.write_trial(con, trial_row(
+            exp, run_id, t, started=started, finished=results.wall_time(), error=reason,
+            result={**result, **_clock_doc(guest_started),
+                    "description": t.measurement.description},
+            topology=topo_doc, qdiscs=qdiscs))
         prog.finish(ok=False)
         prog.note(f"trial failed: {t.label}: {reason}")
         return 1
-    row = results.TrialRow(
-        t.key(run_id), run_id, exp.name, exp.profile, t.measurement.name, t.measurement.kind,
-        t.point, t.group_key, t.repetition, started, results.wall_time(), "ok", None,
-        m.metrics, {"params": t.params, **m.result, **_clock_doc(guest_started),
-                    "units": kinds.units_of(t.measurement.kind, m.metrics),
-                    "description": t.measurement.description},
-        topo_doc, qdiscs)
-    results.write_trial(con, row)
+    results.write_trial(con, trial_row(
+        exp, run_id, t, started=started, finished=results.wall_time(), metrics=m.metrics,
+        result={**result, **m.result, **_clock_doc(guest_started),
+                "units": kinds.units_of(t.measurement.kind, m.metrics),
+                "description": t.measurement.description},
+        topology=topo_doc, qdiscs=qdiscs))
     prog.finish()
     return 0
