@@ -142,6 +142,9 @@ class FakeTestbed(FakeJournal):
         i = self.nodes.index(node) + 1
         return f"10.0.0.{i}" if family == 4 else f"fd00::{i}"
 
+    def bind_address(self, node: str, family: int) -> str:
+        return self.address(node, family)
+
     def scratch_dir(self) -> Path:
         self.scratch.mkdir(parents=True, exist_ok=True)
         return self.scratch
