@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from testbed.api import TestbedLike
+from testbed import api
 from testbed.measure import kinds, stress
 from testbed.measure.routercpu import RouterCpu
 
 pytestmark = pytest.mark.root
 
 
-def measure(tb: TestbedLike, kind: str, **params: Any) -> kinds.Measured:
+def measure(tb: api.TestbedLike, kind: str, **params: Any) -> kinds.Measured:
     p = kinds.validate_params(kind, params, "test", "m")
     return kinds.measure(kind, tb, p, kinds.Context())
 
