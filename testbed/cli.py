@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="testbed",
         description="Rebuild published IPv4/IPv6 network experiments in network namespaces.",
     )
+    from testbed import __version__
+
+    parser.add_argument("--version", action="version", version=f"testbed {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

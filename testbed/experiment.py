@@ -28,7 +28,6 @@ from testbed.experiment_spec import check_topologies as check_topologies
 from testbed.experiment_spec import count_trials as count_trials
 from testbed.experiment_spec import experiment_from_dict as experiment_from_dict
 from testbed.experiment_spec import find_experiment as find_experiment
-from testbed.experiment_spec import find_topology as find_topology
 from testbed.experiment_spec import iter_plan as iter_plan
 from testbed.experiment_spec import load_experiment as load_experiment
 from testbed.experiment_spec import param_text
@@ -36,6 +35,7 @@ from testbed.experiment_spec import plan as plan
 from testbed.experiment_spec import topology_points as topology_points
 from testbed.measure import kinds
 from testbed.progress import Progress
+from testbed.topology import find_topology
 
 OpenTestbed = Callable[[Path, Mapping[str, str]], AbstractContextManager[TestbedLike]]
 RunTrial = Callable[[TestbedLike, TrialPlan, kinds.Context], kinds.Measured]

@@ -27,7 +27,7 @@ MAX_REPETITIONS = 1000
 MAX_TRIALS = 100_000
 MAX_TOPOLOGY_POINTS = 1000
 COMPILE_CHECK_NODES = 64  # check_topologies compiles the address plan of topologies this small
-REPO = Path(__file__).resolve().parent.parent
+SHIPPED_EXPERIMENTS = Path(__file__).resolve().parent / "experiments"  # package data
 
 
 @dataclass(frozen=True)
@@ -140,35 +140,25 @@ def _table(d: Mapping[str, Any], key: str, file: str, prefix: str = "") -> dict[
 
 
 def find_experiment(name: str) -> Path:
-    """An experiment by path, or by name in experiments/ (cwd first, then the source tree)."""
+    """An experiment by path, or by name: experiments/NAME.toml in the current folder, then the
+    experiments shipped with testbed (package data, found from any folder)."""
     p = Path(name)
     if p.suffix == ".toml" or "/" in name:
-        if p.exists():
+        if p.is_file():
             return p
-        raise UsageError(f"no experiment file {name}", hint="see experiments/*.toml")
-    for base in (Path("experiments"), REPO / "experiments"):
+        raise UsageError(f"no experiment file {name}",
+                         hint="a path to an experiment file, or one of: " + ", ".join(
+                             shipped_experiments()))
+    for base in (Path("experiments"), SHIPPED_EXPERIMENTS):
         cand = base / f"{name}.toml"
-        if cand.exists():
+        if cand.is_file():
             return cand
-    known = sorted(q.stem for q in (REPO / "experiments").glob("*.toml"))
-    raise UsageError(f"no experiment called {name!r}", hint="known: " + ", ".join(known))
+    raise UsageError(f"no experiment called {name!r}",
+                     hint="known: " + ", ".join(shipped_experiments()))
 
 
-def find_topology(name: str, relative_to: Path | None = None) -> Path:
-    """A topology by path, or by name in topologies/ (next to the experiment, cwd, source tree)."""
-    p = Path(name)
-    if p.suffix == ".toml" or "/" in name:
-        cands = [p] + ([relative_to / p] if relative_to else [])
-    else:
-        bases = ([relative_to.parent / "topologies"] if relative_to else []) + [
-            Path("topologies"), REPO / "topologies"]
-        cands = [b / f"{name}.toml" for b in bases]
-    for c in cands:
-        if c.exists():
-            return c
-    raise SpecError(str(relative_to or name), "topology", f"no topology {name!r}",
-                    "a name in topologies/ (p2p, host-router, one-router, two-routers, chain) "
-                    "or a path")
+def shipped_experiments() -> list[str]:
+    return sorted(q.stem for q in SHIPPED_EXPERIMENTS.glob("*.toml"))
 
 
 def load_experiment(path: str | Path, profile: str = "full") -> Experiment:
@@ -424,7 +414,7 @@ def check_topologies(exp: Experiment) -> None:
     Both `testbed run` and `testbed run --dry-run` call this before anything else, so
     the dry run refuses exactly what the real run would."""
     from testbed.plan import compile_plan
-    from testbed.topology import load_topology
+    from testbed.topology import find_topology, load_topology
 
     base = Path(exp.file).resolve()
     for tp in _iter_topology_points(exp):

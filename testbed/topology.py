@@ -338,6 +338,31 @@ def _too_deep(value: Any) -> str | None:
     return None
 
 
+SHIPPED_TOPOLOGIES = Path(__file__).resolve().parent / "topologies"  # package data
+
+
+def shipped_topologies() -> list[str]:
+    return sorted(q.stem for q in SHIPPED_TOPOLOGIES.glob("*.toml"))
+
+
+def find_topology(name: str | Path, relative_to: Path | None = None) -> Path:
+    """A topology by path, or by name: topologies/NAME.toml beside the experiment file
+    `relative_to`, in the current folder, then the topologies shipped with testbed."""
+    text = str(name)
+    p = Path(text)
+    if p.suffix == ".toml" or "/" in text:
+        cands = [p] + ([relative_to / p] if relative_to else [])
+    else:
+        bases = ([relative_to.parent / "topologies"] if relative_to else []) + [
+            Path("topologies"), SHIPPED_TOPOLOGIES]
+        cands = [b / f"{text}.toml" for b in bases]
+    for c in cands:
+        if c.exists():
+            return c
+    raise SpecError(str(relative_to or text), "topology", f"no topology {text!r}",
+                    "a path, or a name: " + ", ".join(shipped_topologies()))
+
+
 def load_topology(path: str | Path, overrides: Mapping[str, str] | None = None) -> Topology:
     """Read, parameterise and validate a topology file. Raises SpecError; creates nothing."""
     p = Path(path)

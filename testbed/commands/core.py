@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from testbed import capabilities, netlink, preflight, processes, signals, state
 from testbed.errors import UsageError
 from testbed.plan import run_namespaces
 from testbed.testbed import Testbed, progress_to_stderr, remove_run
-from testbed.topology import load_topology
+from testbed.topology import find_topology, load_topology
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
@@ -35,16 +36,28 @@ def add_set_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+TOPOLOGY_HELP = ("a shipped topology by name (chain, p2p, one-router, ...: see "
+                 "`testbed plan NAME`) or a topology file's path")
+
+
+def topology_path(text: str) -> Path:
+    """`up`/`plan`'s TOPOLOGY: a path as given (its own errors say what is wrong with it),
+    else a name among topologies/ here and the shipped ones."""
+    if text.endswith(".toml") or "/" in text:
+        return Path(text)
+    return find_topology(text)
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("up", help="build a topology and keep it (prints its addresses)")
-    p.add_argument("file", help="topology file, e.g. topologies/chain.toml")
+    p.add_argument("file", metavar="TOPOLOGY", help=TOPOLOGY_HELP)
     add_set_option(p)
     p.add_argument("--name", help="run name (default: a fresh random one)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("plan", help="print what `up` would create, without creating anything")
-    p.add_argument("file")
+    p.add_argument("file", metavar="TOPOLOGY", help=TOPOLOGY_HELP)
     add_set_option(p)
     p.set_defaults(func=cmd_plan)
 
@@ -81,7 +94,7 @@ def register(sub: Any) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     preflight.require_root("up")
-    topo = load_topology(args.file, parse_sets(args.set))
+    topo = load_topology(topology_path(args.file), parse_sets(args.set))
     # A signal at any moment of `up` leaves nothing: during the build the Testbed undoes
     # itself; after it (the run already marked "up", output being printed) the run is removed
     # here. Exit 0 means the run is up; exit 130/143 means it is gone.
@@ -129,7 +142,7 @@ def _print_up(args: argparse.Namespace, topo: Any, record: state.RunRecord, secs
 def cmd_plan(args: argparse.Namespace) -> int:
     from testbed.plan import plan_for
 
-    topo = load_topology(args.file, parse_sets(args.set))
+    topo = load_topology(topology_path(args.file), parse_sets(args.set))
     plan = plan_for(topo, "RUN")  # the same front as `testbed up`: the same actions
     for line in plan.describe():
         print(line)

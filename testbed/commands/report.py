@@ -145,8 +145,8 @@ HOST_REASONS = {
 
 def _feature_kernel_needs(exp: Any, topo: str) -> tuple[str, ...]:
     """The kernel features a topology's [[features]] declare (e.g. sit, jool)."""
-    from testbed.experiment import find_topology
     from testbed.features import kernel_needs_of_file
+    from testbed.topology import find_topology
 
     source = getattr(exp, "file", None)
     return kernel_needs_of_file(find_topology(topo, Path(source) if source else None))

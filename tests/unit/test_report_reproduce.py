@@ -117,7 +117,7 @@ def test_kinds_that_build_their_own_topology_declare_its_kernel_needs() -> None:
     assert "esp" in rp({"topology": "router-profile", "profile": "vpn"})
     assert "esp" not in rp({"topology": "router-profile", "profile": "plain"})
     assert "esp" not in rp({"topology": "router-profile", "profile": "nat"})
-    from testbed.experiment import find_topology
+    from testbed.topology import find_topology
 
     path = find_topology("router-profile")
     assert "esp" in kernel_needs_of_file(path)  # unswitched: every feature table counts

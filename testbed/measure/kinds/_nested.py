@@ -12,9 +12,8 @@ from typing import Any
 def built(topology: str, overrides: Mapping[str, str] | None = None) -> Iterator[Any]:
     """Build the topology `topology` (a name in topologies/ or a path) as a separate run and
     yield its Testbed; MissingCapability propagates before anything is created."""
-    from testbed.experiment import find_topology
     from testbed.testbed import Testbed
-    from testbed.topology import load_topology
+    from testbed.topology import find_topology, load_topology
 
     topo = load_topology(find_topology(topology), dict(overrides or {}))
     with Testbed(topo) as tb:

@@ -45,8 +45,8 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
     """What the check's own topology needs of the kernel (e.g. ipsec: esp)."""
-    from testbed.experiment import find_topology
     from testbed.features import kernel_needs_of_file
+    from testbed.topology import find_topology
 
     topology = str(p.get("topology") or checkable().get(str(p["feature"]), ""))
     return kernel_needs_of_file(find_topology(topology)) if topology else ()

@@ -26,8 +26,7 @@ PORT = 5201  # the firewall profile lets tcp/5201 through
 def profiles(topology: str) -> list[str]:
     """ "plain" and the topology's boolean parameters (each switches one profile's features
     on: topologies/router-profile.toml has conntrack, firewall, nat and vpn)."""
-    from testbed.experiment import find_topology
-    from testbed.topology import read_toml
+    from testbed.topology import find_topology, read_toml
 
     path = find_topology(topology)
     raw = read_toml(path, "topology", "a path such as topologies/router-profile.toml")
@@ -44,8 +43,8 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
     """What the profile's features need of the kernel (vpn: esp), the others switched off."""
-    from testbed.experiment import find_topology
     from testbed.features import kernel_needs_of_file
+    from testbed.topology import find_topology
 
     topology = str(p["topology"])
     switches = {k: k == p["profile"] for k in profiles(topology) if k != PLAIN}
