@@ -155,57 +155,6 @@ class Metric:
         return re.fullmatch(rx, key) is not None
 
 
-def _rows(text: str, columns: int, what: str) -> list[list[str]]:
-    rows = []
-    for line in text.strip().splitlines():
-        cells = [c.strip() for c in line.split(" | ")]
-        if len(cells) != columns:
-            raise ValueError(f"{what} table row {line.strip()!r}: {columns} cells separated by "
-                             f"' | ' expected, got {len(cells)}")
-        rows.append(cells)
-    return rows
-
-
-def _toml_value(text: str, where: str) -> Any:
-    import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        raise ValueError(f"{where}: {text!r} is not a TOML value") from None
-
-
-def param_table(text: str) -> tuple[Param, ...]:
-    """Parameters from a table, one a line (a backslash ends a line that goes on):
-    `name | type | default | allowed | meaning`.
-    default: a TOML value (`"tcp"`, `5`, `true`), empty for none; allowed: `max N`, or choices
-    separated by commas (TOML values where they read as such, else text), or empty."""
-    out = []
-    for name, type_, default, allowed, doc in _rows(text, 5, "parameter"):
-        where = f"parameter {name}"
-        choices: tuple[Any, ...] = ()
-        top = None
-        if allowed.startswith("max "):
-            top = float(_toml_value(allowed[4:].replace("_", ""), where))
-        elif allowed:
-            choices = tuple(_choice(c.strip(), where) for c in allowed.split(","))
-        out.append(Param(name, type_, _toml_value(default, where) if default else None, doc,
-                         choices, top))
-    return tuple(out)
-
-
-def _choice(text: str, where: str) -> Any:
-    try:
-        return _toml_value(text, where)
-    except ValueError:
-        return text
-
-
-def metric_table(text: str) -> tuple[Metric, ...]:
-    """Metrics from a table, one a line: `name | unit | meaning`."""
-    return tuple(Metric(name, unit, doc) for name, unit, doc in _rows(text, 3, "metric"))
-
-
 class ParamProblem(Exception):
     """Raised by a kind's `check` for a bad combination: which parameter, what, how to fix."""
 
@@ -351,24 +300,26 @@ def rate_bps(value: Any, file: str = "measurement", key: str = "rate") -> float 
 
 # --- shared parameter groups and their checks -----------------------------------------------
 
-ENDPOINTS = param_table("""
-client | node | "h1" |  | the node that runs the client (sender)
-server | node | "h2" |  | the node that runs the server (receiver)
-ip | ip | 4 | 4, 6 | IP version of the traffic
-""")
+ENDPOINTS = (
+    Param("client", "node", "h1", "the node that runs the client (sender)"),
+    Param("server", "node", "h2", "the node that runs the server (receiver)"),
+    Param("ip", "ip", 4, "IP version of the traffic", choices=(4, 6)),
+)
 
-CPU = param_table("""
-cpu | bool | true |  | sample CPU use (machine /proc/stat, programs by pid) during the traffic
-cpu_processes | names |  |  | programs to sample by name; unset: the programs the topology's \
-features run (every process in its namespaces but the kind's own)
-""")
+CPU = (
+    Param("cpu", "bool", True, "sample CPU use (machine /proc/stat, programs by pid) during the "
+          "traffic"),
+    Param("cpu_processes", "names", None, "programs to sample by name; unset: the programs the "
+          "topology's features run (every process in its namespaces but the kind's own)"),
+)
 
-CPU_METRICS = metric_table("""
-cpu_machine_softirq_pct | % | softirq share of all CPUs (kernel forwarding)
-cpu_machine_system_pct | % | system share of all CPUs
-cpu_machine_user_pct | % | user share of all CPUs
-cpu_{program}_pct | % | a sampled program (e.g. tayga), % of one CPU, summed over its nodes
-""")
+CPU_METRICS = (
+    Metric("cpu_machine_softirq_pct", "%", "softirq share of all CPUs (kernel forwarding)"),
+    Metric("cpu_machine_system_pct", "%", "system share of all CPUs"),
+    Metric("cpu_machine_user_pct", "%", "user share of all CPUs"),
+    Metric("cpu_{program}_pct", "%", "a sampled program (e.g. tayga), % of one CPU, summed over "
+           "its nodes"),
+)
 
 SIZES = ("frame_size", "ip_payload", "size", "length")
 

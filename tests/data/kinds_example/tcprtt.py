@@ -7,6 +7,7 @@ from typing import Any
 
 from testbed.measure import pingpong
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Metric, Param
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -38,17 +39,17 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, {"probe": doc, "cpu": cpu or None})
 
 
-# name | type | default (TOML) | allowed (max N, or choices) | meaning
-PARAMS = base.param_table("""
-size | size | 64 |  | message bytes
-count | int | 100 | max 1_000_000 | round trips
-""")
+# Param(name, type (base.PARAM_TYPES), default (None: unset), meaning, choices=, max=)
+PARAMS = (
+    Param("size", "size", 64, "message bytes"),
+    Param("count", "int", 100, "round trips", max=1_000_000),
+)
 
-# name | unit | meaning
-METRICS = base.metric_table("""
-rtt_median_us | us | median round trip
-lost | count | requests without a reply
-""")
+# Metric(name, unit (a key of base.UNITS), meaning)
+METRICS = (
+    Metric("rtt_median_us", "us", "median round trip"),
+    Metric("lost", "count", "requests without a reply"),
+)
 
 # name (= the module's), one-line doc, the tool, params, metrics, runner, check, programs it
 # starts (never sampled as a feature's CPU; python, the probes, never is)
