@@ -28,6 +28,7 @@ from testbed import processes, results
 from testbed.errors import UsageError
 from testbed.experiment import Experiment, RunSummary, TrialPlan, error_row, plan
 from testbed.progress import format_duration
+from testbed.tiers import timed_kinds
 
 COLUMNS = ("trial_key", "run_id", "experiment", "profile", "measurement", "kind", "point",
            "group_key", "repetition", "started", "finished", "status", "error", "metrics",
@@ -580,7 +581,6 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
     return summary
 
 
-THROUGHPUT_KINDS = ("iperf3", "rfc2544")
 CORES_PER_TRIAL = 2  # a sender and a receiver
 
 
@@ -592,7 +592,7 @@ def host_interference(exp: Experiment, workers: int, ncpu: int | None = None) ->
         return None
     from testbed.experiment import topology_points
 
-    timed = sorted({m.kind for m in exp.measurements} - set(THROUGHPUT_KINDS))
+    timed = timed_kinds(exp)
     if timed:
         return (f"its {', '.join(timed)} measurements time delays or CPU costs, which "
                 "other trials' load changes")

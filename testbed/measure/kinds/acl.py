@@ -91,4 +91,5 @@ KIND = Kind(
     runner=run,
     check=check,
     programs=("nft",),
+    measures="cost",
 )

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from testbed import waiting
 from testbed.errors import CommandError, DaemonError, SpecError
@@ -155,6 +155,17 @@ class Metric:
         return re.fullmatch(rx, key) is not None
 
 
+Measures = Literal["delay", "throughput", "timing", "cost", "function"]
+"""What a kind measures, for the tier choice (testbed.tiers) and parallel runs:
+delay: per-packet delay over the experiment's links (shaped links need netem's per-packet
+serialization, so the full-kernel tier where the host lacks netem); throughput: a rate through
+shaped links (tbf on the host is faithful; trials may run side by side on shaped links);
+timing: arrival times at a receiver; cost: CPU or loss costs of a stack or router; function:
+whether something works."""
+
+THROUGHPUT_ON_HOST = "throughput through shaped links: tbf on the host is faithful"
+
+
 class ParamProblem(Exception):
     """Raised by a kind's `check` for a bad combination: which parameter, what, how to fix."""
 
@@ -185,6 +196,8 @@ class Kind:
     # kinds that build their own topology: the kernel features a trial with these (validated)
     # parameters needs, so that `testbed reproduce` can choose its tier before building
     kernel_needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
+    measures: Measures = "cost"  # what it times: the tier choice and parallel runs read it
+    host_reason: str = ""  # why the host kernel measures it faithfully (`reproduce` says it)
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

@@ -161,4 +161,5 @@ KIND = Kind(
     runner=run,
     check=check,
     programs=("tcpdump", "nft"),
+    measures="cost",
 )

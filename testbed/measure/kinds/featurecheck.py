@@ -94,4 +94,5 @@ KIND = Kind(
     runner=run,
     check=check,
     kernel_needs=kernel_needs,
+    measures="function",
 )

@@ -9,7 +9,7 @@ from typing import Any
 from testbed import waiting
 from testbed.measure import ping
 from testbed.measure.kinds import base
-from testbed.measure.kinds.base import Metric, Param
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -40,21 +40,26 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, {"argv": argv, **r.to_dict()})
 
 
-PARAMS = (
-    Param("frame_size", "size", None, "Ethernet frame bytes (-s frame - 18 - IP header - 8)"),
-    Param("size", "size", None, "ICMP data bytes (ping -s; default 56)"),
-    Param("count", "int", 120, "echo requests", max=10_000_000),
-    Param("interval", "number", 0.01, "seconds between requests", max=60),
+KIND = Kind(
+    name="ping",
+    doc="ICMP echo round trips (ping)",
+    tool="`ping` (text parser)",
+    params=(
+        *base.ENDPOINTS,
+        Param("frame_size", "size", None, "Ethernet frame bytes (-s frame - 18 - IP header - 8)"),
+        Param("size", "size", None, "ICMP data bytes (ping -s; default 56)"),
+        Param("count", "int", 120, "echo requests", max=10_000_000),
+        Param("interval", "number", 0.01, "seconds between requests", max=60),
+    ),
+    metrics=(
+        Metric("loss_percent", "%", "echo requests without a reply"),
+        Metric("icmp_data", "B", "ICMP data bytes of each request"),
+        Metric("rtt_min_ms", "ms", "smallest round trip"),
+        Metric("rtt_mean_ms", "ms", "mean round trip"),
+        Metric("rtt_max_ms", "ms", "largest round trip"),
+        Metric("rtt_median_ms", "ms", "median round trip"),
+    ),
+    runner=run,
+    check=check,
+    measures="delay",
 )
-
-METRICS = (
-    Metric("loss_percent", "%", "echo requests without a reply"),
-    Metric("icmp_data", "B", "ICMP data bytes of each request"),
-    Metric("rtt_min_ms", "ms", "smallest round trip"),
-    Metric("rtt_mean_ms", "ms", "mean round trip"),
-    Metric("rtt_max_ms", "ms", "largest round trip"),
-    Metric("rtt_median_ms", "ms", "median round trip"),
-)
-
-KIND = base.Kind("ping", "ICMP echo round trips (ping)", "`ping` (text parser)", (*base.ENDPOINTS,
-                 *PARAMS), METRICS, run, check)

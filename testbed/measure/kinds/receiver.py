@@ -7,7 +7,7 @@ from typing import Any
 
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
-from testbed.measure.kinds.base import Metric, Param
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 IPD = ("mean_us", "median_us", "min_us", "max_us", "p99_us", "stdev_us")
 
@@ -52,28 +52,35 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None})
 
 
-PARAMS = (
-    Param("frame_size", "size", 1518, "Ethernet frame bytes (header + FCS included)"),
-    Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
-    Param("size", "size", None, "UDP data bytes"),
-    Param("rate", "rate", "10mbit", "offered rate of IP payload"),
-    Param("duration", "number", 2, "seconds of traffic", max=3600),
+KIND = Kind(
+    name="receiver",
+    doc="receiver-side packets/s and inter-packet delay",
+    tool="`udpprobe` with arrival times",
+    params=(
+        *base.ENDPOINTS,
+        Param("frame_size", "size", 1518, "Ethernet frame bytes (header + FCS included)"),
+        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
+        Param("size", "size", None, "UDP data bytes"),
+        Param("rate", "rate", "10mbit", "offered rate of IP payload"),
+        Param("duration", "number", 2, "seconds of traffic", max=3600),
+        *base.CPU,
+    ),
+    metrics=(
+        Metric("pps", "pkt/s", "datagrams received per second"),
+        Metric("received", "count", "datagrams received"),
+        Metric("lost", "count", "datagrams sent but not received"),
+        Metric("offered_pps", "pkt/s", "datagrams per second asked of the sender"),
+        Metric("sender_pps", "pkt/s", "datagrams per second the sender achieved"),
+        Metric("ipd_mean_us", "us", "mean inter-packet delay at the receiver"),
+        Metric("ipd_median_us", "us", "median inter-packet delay"),
+        Metric("ipd_min_us", "us", "smallest inter-packet delay"),
+        Metric("ipd_max_us", "us", "largest inter-packet delay"),
+        Metric("ipd_p99_us", "us", "99th percentile inter-packet delay"),
+        Metric("ipd_stdev_us", "us", "standard deviation of the inter-packet delay"),
+        *base.CPU_METRICS,
+    ),
+    runner=run,
+    check=check,
+    measures="timing",
+    host_reason="receiver timing of traffic paced below the link rate: the sender sets it",
 )
-
-METRICS = (
-    Metric("pps", "pkt/s", "datagrams received per second"),
-    Metric("received", "count", "datagrams received"),
-    Metric("lost", "count", "datagrams sent but not received"),
-    Metric("offered_pps", "pkt/s", "datagrams per second asked of the sender"),
-    Metric("sender_pps", "pkt/s", "datagrams per second the sender achieved"),
-    Metric("ipd_mean_us", "us", "mean inter-packet delay at the receiver"),
-    Metric("ipd_median_us", "us", "median inter-packet delay"),
-    Metric("ipd_min_us", "us", "smallest inter-packet delay"),
-    Metric("ipd_max_us", "us", "largest inter-packet delay"),
-    Metric("ipd_p99_us", "us", "99th percentile inter-packet delay"),
-    Metric("ipd_stdev_us", "us", "standard deviation of the inter-packet delay"),
-)
-
-KIND = base.Kind("receiver", "receiver-side packets/s and inter-packet delay",
-                 "`udpprobe` with arrival times", (*base.ENDPOINTS, *PARAMS, *base.CPU),
-                 (*METRICS, *base.CPU_METRICS), run, check)

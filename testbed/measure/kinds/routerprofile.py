@@ -106,4 +106,5 @@ KIND = Kind(
     runner=run,
     check=check,
     kernel_needs=kernel_needs,
+    measures="cost",
 )
