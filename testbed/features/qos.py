@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.actions import Action, Check, NftRuleset, Succeeds, Tc
 from testbed.addressing import AddressPlan
 from testbed.features import _router as r
@@ -15,7 +15,6 @@ from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
 from testbed.measure import iperf
 from testbed.measure.kinds.base import wait_listening
-from testbed.models import parse_rate
 
 KIND = "qos"  # HTB; "qos-hfsc": HFSC
 TABLE = "tb_qos"
@@ -75,7 +74,7 @@ def _rate(w: r.Where, table: Mapping[str, Any], key: str) -> int:
     if text is None:
         raise w.error(key, "missing", "a rate like 20mbit")
     try:
-        return int(parse_rate(str(text)))
+        return int(units.rate(str(text), unlimited=False))
     except ValueError as exc:
         raise w.error(key, str(exc), "a rate like 20mbit") from None
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.errors import DaemonError, SpecError
 from testbed.measure import ping, rfc2544, udpprobe
 from testbed.measure.routercpu import RouterCpu
@@ -60,10 +60,8 @@ def line_bps(value: Any) -> float:
         return float(value)
     if str(value) in LINE_RATES:
         return LINE_RATES[str(value)]
-    from testbed.models import parse_rate
-
     try:
-        return parse_rate(str(value))
+        return units.rate(str(value), unlimited=False)
     except ValueError as exc:
         raise SpecError("measurement", "line_rate", str(exc), "fastethernet, ethernet, 100mbit"
                         ) from None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import ping, probe
 from testbed.measure.cpu import CpuSampler
@@ -261,7 +261,7 @@ def check_value(p: Param, v: Any, file: str, key: str) -> None:
     if t == "ratio" and not _is_ratio(v):
         raise _bad(file, key, v, 'IPv4/IPv6 percentages such as "100/0", "90/10", "50/50"')
     if t == "rate":
-        rate_bps(v, file, key)
+        units.in_spec(lambda r: units.rate(r, zero=True), v, file, key)
     if p.choices and v not in p.choices:
         raise SpecError(file, key, f"{v!r} is not allowed", ", ".join(str(c) for c in p.choices))
 
@@ -299,16 +299,6 @@ def _is_ratio(v: Any) -> bool:
     except ValueError:
         return False
     return math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 and a + b > 0
-
-
-def rate_bps(value: Any, file: str = "measurement", key: str = "rate") -> float | None:
-    """A rate parameter in bit/s (`testbed.units.rate`: a preset, a number of Mbit/s, "10mbit",
-    "10 Mbit/s"); None, 0, "max" and "unlimited" mean unlimited (None)."""
-    if value in (None, 0, "0"):
-        return None
-    from testbed import units
-
-    return units.in_spec(units.rate, value, file, key)
 
 
 # --- shared parameter groups and their checks -----------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.errors import CommandError
 from testbed.measure import iperf
 from testbed.measure.kinds import base
@@ -29,7 +29,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
-    rate = base.rate_bps(p.get("rate"))
+    rate = units.rate(p.get("rate"), zero=True)
     duration = float(p["duration"])
     results = {}
     with ExitStack() as stack:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed import units
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
@@ -20,7 +21,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     n, data = base.ip_payload_and_data(p, ip_v)
-    rate = base.rate_bps(p.get("rate")) or 10e6
+    rate = units.rate(p.get("rate"), zero=True) or 10e6
     pps = rate / (8.0 * n)
     duration = float(p["duration"])
     listen = base.listen_address(tb, p["server"], ip_v)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.measure import rfc2544 as search
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
@@ -137,7 +137,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     ip_v = int(p["ip"])
     n, data = base.ip_payload_and_data(p, ip_v)
     link = base.bottleneck_bps(tb)
-    given_max = base.rate_bps(p.get("max_rate"), "measurement", "max_rate")
+    given_max = units.rate(p.get("max_rate"), zero=True)
     # RFC 2544 section 26.3: the frame loss test starts at the maximum rate of the medium (the
     # model's line rate at the bottleneck link), not at the zero-loss throughput
     if given_max is not None:
