@@ -134,22 +134,23 @@ def nft_table(
         tb.run(node, ["nft", "delete", "table", family, table], check=False)
 
 
+def nft_table_text(family: str, table: str, *chains: tuple[str, str, Sequence[str]]) -> str:
+    """The `nft -f` text of one table: each chain as (name, its `type ... ;` line, its rules)."""
+    out = [f"table {family} {table} {{"]
+    for name, head, rules in chains:
+        out += [f"    chain {name} {{", f"        {head}", *(f"        {x}" for x in rules)]
+        out.append("    }")
+    return "\n".join([*out, "}"]) + "\n"
+
+
 def count_sources_ruleset(table: str, family: int, sources: Mapping[str, str]) -> str:
     """A table that counts packets arriving at a node (input hook) by source: name -> address.
     Used on the far side of a translating router: which source addresses arrive."""
     key = "ip" if family == 4 else "ip6"
-    rules = "\n".join(
-        f"        {key} saddr {ipaddress.ip_address(addr)} counter comment {nft_quote(name)}"
-        for name, addr in sources.items()
-    )
-    return (
-        f"table inet {table} {{\n"
-        "    chain input {\n"
-        "        type filter hook input priority -300; policy accept;\n"
-        f"{rules}\n"
-        "    }\n"
-        "}\n"
-    )
+    rules = [f"{key} saddr {ipaddress.ip_address(addr)} counter comment {nft_quote(name)}"
+             for name, addr in sources.items()]
+    return nft_table_text("inet", table, ("input", "type filter hook input priority -300; "
+                                          "policy accept;", rules))
 
 
 def ping(

@@ -88,14 +88,8 @@ def ruleset(o: Options) -> str:
             )
     for fam in o.ip:
         rules.append(f'meta nfproto ipv{fam} counter drop comment "deny-v{fam}"')
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain forward {\n"
-        "        type filter hook forward priority filter; policy drop;\n"
-        + "".join(f"        {line}\n" for line in rules)
-        + "    }\n"
-        "}\n"
-    )
+    return r.nft_table_text("inet", TABLE, ("forward", "type filter hook forward priority "
+                                            "filter; policy drop;", rules))
 
 
 def describe(o: Options) -> list[str]:

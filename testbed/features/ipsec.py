@@ -164,15 +164,10 @@ def counting_ruleset(o: Options, t: Tunnel, inside_addr: str) -> str:
     ESP packets, and clear-text packets from the host behind `node` that carry no IPsec
     state (a decrypted packet passes again, with it)."""
     key = "ip" if t.inner == 4 else "ip6"
-    return (
-        f"table netdev {CHECK_TABLE} {{\n"
-        "    chain ingress {\n"
-        f"        type filter hook ingress device {r.nft_quote(o.peer_dev)} priority 0;\n"
-        '        meta l4proto esp counter comment "esp"\n'
-        f'        meta ipsec missing {key} saddr {inside_addr} counter comment "clear"\n'
-        "    }\n"
-        "}\n"
-    )
+    return r.nft_table_text("netdev", CHECK_TABLE, (
+        "ingress", f"type filter hook ingress device {r.nft_quote(o.peer_dev)} priority 0;",
+        ['meta l4proto esp counter comment "esp"',
+         f'meta ipsec missing {key} saddr {inside_addr} counter comment "clear"']))
 
 
 def xfrm_counts(tb: r.RouterTestbed, node: str) -> list[str]:
@@ -198,13 +193,12 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
         "outer": f"IPv{t.outer} {t.a} -> {t.b}",
         "xfrm_state": xfrm_counts(tb, o.peer),
     }
-    failures = []
-    if p["received"] < p["sent"]:
-        failures.append(f"{p['received']}/{p['sent']} ping replies through the tunnel")
-    if seen.get("esp", 0) < p["sent"]:
-        failures.append(f"{o.peer} saw {seen.get('esp', 0)} ESP packets for {p['sent']} pings")
-    if seen.get("clear", 0):
-        failures.append(f"{seen['clear']} clear-text packets from {src} on the wire")
+    esp, clear, sent = seen.get("esp", 0), seen.get("clear", 0), p["sent"]
+    failures = [why for failed, why in (
+        (p["received"] < sent, f"{p['received']}/{sent} ping replies through the tunnel"),
+        (esp < sent, f"{o.peer} saw {esp} ESP packets for {sent} pings"),
+        (clear > 0, f"{clear} clear-text packets from {src} on the wire"),
+    ) if failed]
     return r.verdict(KIND, ip, evidence, failures)
 
 

@@ -112,17 +112,10 @@ def ruleset(o: Options) -> str:
         for fam in o.ip
         if o.masquerade
     ]
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain prerouting {\n"
-        "        type nat hook prerouting priority dstnat; policy accept;\n"
-        + "".join(f"        {line}\n" for line in pre)
-        + "    }\n"
-        "    chain postrouting {\n"
-        "        type nat hook postrouting priority srcnat; policy accept;\n"
-        + "".join(f"        {line}\n" for line in post)
-        + "    }\n"
-        "}\n"
+    return r.nft_table_text(
+        "inet", TABLE,
+        ("prerouting", "type nat hook prerouting priority dstnat; policy accept;", pre),
+        ("postrouting", "type nat hook postrouting priority srcnat; policy accept;", post),
     )
 
 

@@ -69,19 +69,14 @@ def parse(opts: FeatureOptions) -> Options:
 def ruleset(o: Options) -> str:
     """Outbound: source prefix inside -> prefix; inbound: destination prefix -> inside."""
     oif = r.nft_quote(o.out_if)
-    return (
-        f"table ip6 {TABLE} {{\n"
-        "    chain postrouting {\n"
-        "        type nat hook postrouting priority srcnat; policy accept;\n"
-        f"        oifname {oif} ip6 saddr {o.inside_prefix} counter "
-        f'snat ip6 prefix to {o.prefix} comment "outbound"\n'
-        "    }\n"
-        "    chain prerouting {\n"
-        "        type nat hook prerouting priority dstnat; policy accept;\n"
-        f"        iifname {oif} ip6 daddr {o.prefix} counter "
-        f'dnat ip6 prefix to {o.inside_prefix} comment "inbound"\n'
-        "    }\n"
-        "}\n"
+    out = (f"oifname {oif} ip6 saddr {o.inside_prefix} counter snat ip6 prefix to {o.prefix} "
+           'comment "outbound"')
+    back = (f"iifname {oif} ip6 daddr {o.prefix} counter dnat ip6 prefix to {o.inside_prefix} "
+            'comment "inbound"')
+    return r.nft_table_text(
+        "ip6", TABLE,
+        ("postrouting", "type nat hook postrouting priority srcnat; policy accept;", [out]),
+        ("prerouting", "type nat hook prerouting priority dstnat; policy accept;", [back]),
     )
 
 

@@ -183,14 +183,8 @@ def ruleset(o: Options) -> str:
             f"oifname {r.nft_quote(o.dev)} {c.proto} dport {c.port} counter "
             f"meta priority set {c.classid} comment {r.nft_quote(c.name)}"
         )
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain postrouting {\n"
-        "        type filter hook postrouting priority mangle; policy accept;\n"
-        + "".join(f"        {line}\n" for line in rules)
-        + "    }\n"
-        "}\n"
-    )
+    return r.nft_table_text("inet", TABLE, ("postrouting", "type filter hook postrouting "
+                                            "priority mangle; policy accept;", rules))
 
 
 def describe(o: Options) -> list[str]:

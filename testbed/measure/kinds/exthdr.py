@@ -13,16 +13,9 @@ from contextlib import ExitStack
 from typing import Any
 
 from testbed.measure import exthdr, stress
+from testbed.measure.kinds import base
 from testbed.measure.kinds._stress import ROUTER_METRICS, paced, through
-from testbed.measure.kinds.base import (
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds.base import Kind, Metric, Param
 from testbed.measure.routercpu import RouterCpu
 
 RULE_TABLE = "tbexthdr"
@@ -32,16 +25,16 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     try:
         exthdr.data_for_frame(str(out["variant"]), int(out["frame_size"]))
     except ValueError as exc:
-        raise ParamProblem("frame_size", str(exc), "a larger frame_size (the paper: 1280)"
+        raise base.ParamProblem("frame_size", str(exc), "a larger frame_size (the paper: 1280)"
                            ) from None
 
 
-def snmp6(tb: TestbedLike, node: str) -> dict[str, int]:
+def snmp6(tb: base.TestbedLike, node: str) -> dict[str, int]:
     out = tb.run(node, ["cat", "/proc/net/snmp6"]).stdout
     return {k: int(v) for k, v in (ln.split() for ln in out.splitlines() if ln.strip())}
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     variant = str(p["variant"])
     client, server, router = str(p["client"]), str(p["server"]), str(p["router"])
     in_if = stress.iface_towards(tb, router, client)
@@ -121,7 +114,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     if sdoc["attempted"]:
         metrics["router_us_per_packet"] = float(doc["router_ns"]) / 1000.0 / sdoc["attempted"]
     metrics["sender_pps"] = float(sdoc["attempted"]) / dur if dur else metrics["sender_pps"]
-    return Measured(metrics, {"sender": sdoc, "cpu": doc, "captured": chains[:5],
+    return base.Measured(metrics, {"sender": sdoc, "cpu": doc, "captured": chains[:5],
                               "expected_chain": want})
 
 
