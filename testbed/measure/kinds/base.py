@@ -60,12 +60,17 @@ class TestbedLike(Protocol):
 
 @dataclass
 class Context:
-    """Per-run helpers: a fresh port per server, the Python that runs the probes, and (for
-    tests only) a fixed scratch folder; otherwise files go to the testbed's scratch folder."""
+    """Per-run helpers: a fresh port per server (from `first_port` on), the Python that runs
+    the probes, and (for tests only) a fixed scratch folder; otherwise files go to the
+    testbed's scratch folder."""
 
     python: str = sys.executable
     scratch: Path | None = None
-    _ports: itertools.count[int] = field(default_factory=lambda: itertools.count(20000))
+    first_port: int = 20000
+    _ports: itertools.count[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._ports = itertools.count(self.first_port)
 
     def port(self) -> int:
         return next(self._ports)

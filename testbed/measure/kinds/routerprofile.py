@@ -3,7 +3,6 @@ NAT, VPN) on its own topology: TCP throughput, one-way delay and CPU (gometz-201
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,7 +52,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     profile = str(p["profile"])
     switch = {} if profile == PLAIN else {profile: "true"}
     with built(str(p["topology"]), switch) as ptb:
-        pctx = base.Context(python=ctx.python, _ports=itertools.count(PORT))
+        pctx = base.Context(python=ctx.python, first_port=PORT)
         flow = kinds.validate_params(
             "iperf3",
             {"client": "h1", "server": "h2", "ip": ip, "protocol": "tcp",
