@@ -9,9 +9,13 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from testbed.measure import kinds
+if TYPE_CHECKING:
+    from testbed.measure.kinds import Kind
+
+# testbed.measure.kinds, testbed.experiment and testbed.features are imported where they are
+# used: the CLI imports this module to build its parser, for every command (a guest's too)
 
 TIERS = ("auto", "host", "vm")
 NETEM_FOR_DELAY = ("a delay measurement over shaped links needs per-packet serialization "
@@ -39,6 +43,8 @@ class Choice:
 def timed_kinds(exp: Any) -> list[str]:
     """The kinds of `exp` that time delays or CPU costs (all but throughput): other trials'
     load on the same host changes their numbers (testbed.parallel's host workers)."""
+    from testbed.measure import kinds
+
     return sorted({m.kind for m in exp.measurements if kinds.get(m.kind).measures != "throughput"})
 
 
@@ -60,6 +66,8 @@ def _feature_kernel_needs(exp: Any, topo: str) -> tuple[str, ...]:
 def _kind_kernel_needs(m: Any, trials: Sequence[Any]) -> dict[str, tuple[str, ...]]:
     """Topology -> the kernel features the trials of measurement `m` need by themselves (kinds
     that build their own topology declare them: a feature check of ipsec, a VPN profile)."""
+    from testbed.measure import kinds
+
     hook = kinds.get(m.kind).kernel_needs
     out: dict[str, tuple[str, ...]] = {}
     if hook is None:
@@ -75,7 +83,7 @@ def _kind_kernel_needs(m: Any, trials: Sequence[Any]) -> dict[str, tuple[str, ..
     return out
 
 
-def _tier(kind: kinds.Kind, needs: list[tuple[str, str]],
+def _tier(kind: Kind, needs: list[tuple[str, str]],
           missing: Callable[[Sequence[str]], list[str]], forced: str) -> tuple[str, str]:
     """(tier, reason) of one measurement on one topology that needs `needs` (feature, why)."""
     features = list(dict.fromkeys(f for f, _ in needs))
@@ -98,6 +106,7 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
     its virtual clock otherwise (per-packet serialization delay needs netem; 6to4/ISATAP need
     sit, Jool its module). Topologies of one measurement on the same tier share one choice."""
     from testbed.experiment import plan
+    from testbed.measure import kinds
 
     trials = plan(exp)
     counts: dict[tuple[str, str], int] = {}
