@@ -50,7 +50,46 @@ def interrupted_message(signum: int) -> str:
     )
 
 
+# A reader that closed our output (`testbed features | head -1`): stop quietly with the status
+# a shell reports for a program ended by SIGPIPE, as `cat` or `grep` would (128 + 13).
+CLOSED_PIPE_STATUS = 141
+
+
+def _output_closed() -> bool:
+    """Whether stdout or stderr is a pipe whose reader has gone; if so, point both at
+    /dev/null so that nothing more (not the interpreter's flush at exit) writes to it."""
+    import contextlib
+    import os
+    import select
+
+    fds = []
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            fds.append(stream.fileno())
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLOUT)
+    # the write end of a pipe whose read end is closed polls as POLLERR (Linux pipe(7))
+    closed = any(ev & select.POLLERR for _, ev in poller.poll(0))
+    if closed:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in fds:
+            os.dup2(devnull, fd)
+        os.close(devnull)
+    return closed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; output into a closed pipe ends it quietly (CLOSED_PIPE_STATUS)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        if not _output_closed():
+            raise
+        return CLOSED_PIPE_STATUS
+
+
+def _main(argv: Sequence[str] | None) -> int:
     """The command line. SIGINT/SIGTERM at any moment: one line and exit 130/143, with
     everything the command created removed (or, for `up`, the run not kept)."""
     whole_process = argv is None  # the `testbed` program itself, not a caller in Python
@@ -68,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             rc: int = args.func(args)
             signals.check()  # a signal noted in a deferred stretch that nobody acted on
+            sys.stdout.flush()  # output still buffered meets a closed pipe here, not at exit
         except TestbedError as exc:
             signum = signals.pending()
             if signum is not None:  # e.g. a child killed by the same Ctrl-C

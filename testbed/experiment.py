@@ -182,7 +182,34 @@ def load_experiment(path: str | Path, profile: str = "full") -> Experiment:
     from testbed.topology import read_toml
 
     raw = read_toml(Path(path), "experiment", "experiments/*.toml")
-    return experiment_from_dict(raw, file=file, profile=profile)
+    if profile == "quick" and "quick" not in raw:
+        raise SpecError(file, "quick", "this experiment has no quick profile",
+                        "a [quick] table (fewer points, same shape), or run it without --quick")
+    exp = experiment_from_dict(raw, file=file, profile=profile)
+    check_selection(exp)
+    return exp
+
+
+def check_selection(exp: Experiment) -> None:
+    """Every measurement's `where` names a topology point's key and selects at least one
+    point: a selection that yields no trials is an error naming why, never `0 trials`."""
+    points = list(itertools.islice(_iter_topology_points(exp), MAX_TOPOLOGY_POINTS + 1))
+    given = {"topology"} | {f"topology.{k}" for k in exp.params} | set(exp.topo_sweep)
+    for m in exp.measurements:
+        key = f"measurements.{m.name}.where"
+        for wk in m.where:
+            if wk not in given:
+                raise SpecError(exp.file, f"{key}.{wk}",
+                                "no topology point has this key, so it selects nothing",
+                                ", ".join(sorted(given)) + " (set it in [params] or [sweep])")
+        if m.where and not any(m.applies(tp) for tp in points):
+            seen = {wk: sorted({str(tp.topology if wk == "topology"
+                                    else tp.params.get(wk.split(".", 1)[1])) for tp in points})
+                    for wk in m.where}
+            took = "; ".join(f"{k} is {v}" for k, v in seen.items())
+            raise SpecError(exp.file, key, f"selects none of the {exp.profile} profile's "
+                            f"topology points ({took})",
+                            "values the sweep takes, or drop the measurement from this profile")
 
 
 def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "full"

@@ -109,11 +109,6 @@ def _sender(ip: int, mechanism: str) -> _Sender:
     return _Sender(ETH_MTU, IPV6_HEADER, IPV6_FRAGMENT_HEADER, 65535)
 
 
-def payload_range(ip: int, mechanism: str = "native") -> tuple[int, int]:
-    """The smallest and largest IP payload (bytes) the model accepts."""
-    return 1, _sender(ip, mechanism).max_payload
-
-
 def _check_payload(n: int, ip: int, mechanism: str) -> _Sender:
     sender = _sender(ip, mechanism)
     if isinstance(n, bool) or not isinstance(n, int):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from testbed.vm import ENV_IN_VM
+from testbed.vm.guest import ENV_IN_VM
 
 if TYPE_CHECKING:
     from testbed.testbed import Testbed
@@ -242,8 +242,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _run_vm_pass(session: pytest.Session, state: _State) -> None:
-    from testbed import vm
     from testbed.errors import TestbedError
+    from testbed.vm import run as vm_run
 
     config = session.config
     argv = [
@@ -267,7 +267,7 @@ def _run_vm_pass(session: pytest.Session, state: _State) -> None:
     total: dict[str, int] = {}
     for clock, items in sorted(by_clock.items()):
         try:
-            result = vm.run_in_vm(
+            result = vm_run.run_in_vm(
                 argv + [item.nodeid for item in items],
                 memory=config.getoption("--testbed-vm-memory"),
                 keep_files=[VM_SUMMARY],

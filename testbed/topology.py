@@ -351,23 +351,8 @@ def topology_from_dict(
     default_name: str = "topology",
 ) -> Topology:
     """Validate an already-parsed topology table (the body of a topology file)."""
-    overrides = overrides or {}
     _check_keys(raw, _TOP_KEYS, file, "")
-
-    declared = raw.get("params", {})
-    if not isinstance(declared, dict):
-        raise SpecError(file, "params", "must be a table", "name = default value pairs")
-    params: dict[str, Any] = dict(declared)
-    for name, text in overrides.items():
-        if name not in declared:
-            raise SpecError(
-                file,
-                f"params.{name}",
-                f"--set {name}: no such parameter",
-                ", ".join(sorted(declared)) or "this file declares no parameters",
-            )
-        params[name] = _coerce_param(name, text, declared[name], file)
-
+    params = _resolve_params(raw, overrides or {}, file)
     body = {k: v for k, v in raw.items() if k != "params"}
     body = _substitute(body, params, file, "")
 
@@ -383,6 +368,60 @@ def topology_from_dict(
         raise SpecError(file, "defaults", "must be a table", ", ".join(sorted(_DEFAULT_KEYS)))
     _check_keys(defaults, _DEFAULT_KEYS, file, "defaults")
 
+    nodes, links = _load_nodes_and_links(body, defaults, file)
+    pool4, pool6, plen4, plen6 = _load_addressing(body, file)
+    routes = _load_routes(body.get("routes", []), {n.name for n in nodes}, file)
+    if "mechanism" in body:
+        raise SpecError(
+            file,
+            "mechanism",
+            "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
+            "[[features]] with kind, node and options: see docs/features.md "
+            '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
+        )
+    features = _load_features(body.get("features", []), file)
+
+    topo = Topology(
+        name=name,
+        source=file,
+        description=description,
+        params=tuple(sorted(params.items())),
+        nodes=tuple(nodes),
+        links=tuple(links),
+        routes=tuple(routes),
+        ipv4_pool=str(pool4),
+        ipv6_pool=str(pool6),
+        ipv4_prefixlen=plen4,
+        ipv6_prefixlen=plen6,
+        features=features,
+    )
+    if not topo.nodes:
+        raise SpecError(file, "nodes", "a topology needs at least one node", "[nodes.NAME] tables")
+    return topo
+
+
+def _resolve_params(raw: Mapping[str, Any], overrides: Mapping[str, str],
+                    file: str) -> dict[str, Any]:
+    """The file's [params] with the `--set` overrides applied (each must be declared)."""
+    declared = raw.get("params", {})
+    if not isinstance(declared, dict):
+        raise SpecError(file, "params", "must be a table", "name = default value pairs")
+    params: dict[str, Any] = dict(declared)
+    for name, text in overrides.items():
+        if name not in declared:
+            raise SpecError(
+                file,
+                f"params.{name}",
+                f"--set {name}: no such parameter",
+                ", ".join(sorted(declared)) or "this file declares no parameters",
+            )
+        params[name] = _coerce_param(name, text, declared[name], file)
+    return params
+
+
+def _load_nodes_and_links(body: Mapping[str, Any], defaults: Mapping[str, Any],
+                          file: str) -> tuple[list[Node], list[Link]]:
+    """[nodes], [[links]] and the nodes and links each [[chains]] table expands to."""
     nodes = _load_nodes(body.get("nodes", {}), defaults, file)
     node_names = {n.name for n in nodes}
     links_raw = body.get("links", [])
@@ -411,7 +450,14 @@ def topology_from_dict(
         for i, (key, spec) in enumerate(link_specs)
     ]
     _check_link_uniqueness(links, file)
+    return nodes, links
 
+
+def _load_addressing(
+    body: Mapping[str, Any], file: str
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network,
+           ipaddress.IPv4Network | ipaddress.IPv6Network, int, int]:
+    """[addressing]: the IPv4 and IPv6 pools and the prefix length of each link's subnet."""
     addressing = body.get("addressing", {})
     if not isinstance(addressing, dict):
         raise SpecError(file, "addressing", "must be a table", ", ".join(sorted(_ADDRESSING_KEYS)))
@@ -420,35 +466,7 @@ def topology_from_dict(
     pool6 = _network(addressing.get("ipv6", "2001:2::/48"), 6, file, "addressing.ipv6")
     plen4 = _prefixlen(addressing, "ipv4_prefixlen", 24, pool4.prefixlen, 30, file)
     plen6 = _prefixlen(addressing, "ipv6_prefixlen", 64, pool6.prefixlen, 126, file)
-
-    routes = _load_routes(body.get("routes", []), node_names, file)
-    if "mechanism" in body:
-        raise SpecError(
-            file,
-            "mechanism",
-            "[mechanism] was replaced by [[features]] tables (any number compose on a topology)",
-            "[[features]] with kind, node and options: see docs/features.md "
-            '(e.g. kind = "nat64-jool", node = "r1"; 6to4: one table per host)',
-        )
-    features = _load_features(body.get("features", []), file)
-
-    topo = Topology(
-        name=name,
-        source=file,
-        description=description,
-        params=tuple(sorted(params.items())),
-        nodes=tuple(nodes),
-        links=tuple(links),
-        routes=tuple(routes),
-        ipv4_pool=str(pool4),
-        ipv6_pool=str(pool6),
-        ipv4_prefixlen=plen4,
-        ipv6_prefixlen=plen6,
-        features=features,
-    )
-    if not topo.nodes:
-        raise SpecError(file, "nodes", "a topology needs at least one node", "[nodes.NAME] tables")
-    return topo
+    return pool4, pool6, plen4, plen6
 
 
 def _load_features(raw: Any, file: str) -> tuple[tuple[tuple[str, Any], ...], ...]:
@@ -711,7 +729,28 @@ def _network(text: Any, version: int, file: str, key: str) -> Any:
         raise SpecError(
             file, key, f"{text!r} is not an IPv{version} network", f"an IPv{version} network"
         )
+    clash = next((n for n in UNUSABLE[version] if net.overlaps(n)), None)
+    if clash is not None:
+        raise SpecError(
+            file,
+            key,
+            f"{net} cannot address a link: it overlaps {clash} ({UNUSABLE[version][clash]})",
+            "a unicast network such as the benchmarking ranges 198.18.0.0/15 or 2001:2::/48",
+        )
     return net
+
+
+# Ranges whose addresses no interface of a link can hold (pools and link subnets must avoid
+# them): the kernel refuses or misroutes them (e.g. ::/0 made h1 ::1/64: errno 99 at `up`).
+UNUSABLE: dict[int, dict[Any, str]] = {
+    4: {ipaddress.ip_network(n): why for n, why in (
+        ("0.0.0.0/8", "this network, RFC 1122"), ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"), ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved, RFC 1112"))},
+    6: {ipaddress.ip_network(n): why for n, why in (
+        ("::/127", "unspecified and loopback"), ("fe80::/10", "link-local"),
+        ("ff00::/8", "multicast"))},
+}
 
 
 def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
@@ -723,7 +762,7 @@ def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipad
             "an address with prefix length, e.g. '198.18.0.1/24' or '2001:2::1/64'",
         )
     try:
-        return ipaddress.ip_interface(text)
+        iface = ipaddress.ip_interface(text)
     except ValueError as exc:
         raise SpecError(
             file,
@@ -731,6 +770,16 @@ def _interface(text: Any, file: str, key: str) -> ipaddress.IPv4Interface | ipad
             f"bad address {text!r}: {exc}",
             "an address with prefix length, e.g. '198.18.0.1/24'",
         ) from None
+    clash = next((n for n in UNUSABLE[iface.version] if iface.ip in n), None)
+    if clash is not None:
+        raise SpecError(
+            file,
+            key,
+            f"{iface.ip} cannot be a link's address: it lies in {clash} "
+            f"({UNUSABLE[iface.version][clash]})",
+            "a unicast address such as '198.18.0.1/24' or '2001:2::1/64'",
+        )
+    return iface
 
 
 def _load_routes(raw: Any, names: set[str], file: str) -> list[Route]:

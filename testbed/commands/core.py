@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-from testbed import capabilities, netlink, processes, signals, state
+from testbed import capabilities, netlink, preflight, processes, signals, state
 from testbed.errors import UsageError
 from testbed.plan import run_namespaces
 from testbed.testbed import Testbed, progress_to_stderr, remove_run
@@ -79,16 +79,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_doctor)
 
 
-def _require_root(what: str) -> None:
-    if os.geteuid() != 0:
-        raise UsageError(
-            f"`testbed {what}` needs root (network namespaces)",
-            hint=f"run it as root: sudo testbed {what} ...",
-        )
-
-
 def cmd_up(args: argparse.Namespace) -> int:
-    _require_root("up")
+    preflight.require_root("up")
     topo = load_topology(args.file, parse_sets(args.set))
     # A signal at any moment of `up` leaves nothing: during the build the Testbed undoes
     # itself; after it (the run already marked "up", output being printed) the run is removed
@@ -222,7 +214,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    _require_root("exec")
+    preflight.require_root("exec", "it enters a network namespace")
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -238,7 +230,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    _require_root("down")
+    preflight.require_root("down", "it removes network namespaces")
     rec = _find_run(args.name, ("up",))
     if rec.state == "active" and rec.owner_alive():
         raise UsageError(
@@ -251,7 +243,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    _require_root("clean")
+    preflight.require_root("clean", "it removes network namespaces and processes")
     cleaned = 0
     for rec in state.all_records():
         if rec.state == "up" and not args.all:
@@ -286,7 +278,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     caps = capabilities.probe()
-    from testbed.vm import vm_available
+    from testbed.vm.run import vm_available
 
     vm_ok, vm_why = vm_available()
     if args.json:

@@ -117,16 +117,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     path = find_experiment(args.experiment)
     exp = load_experiment(path, "quick" if args.quick else "full")
+    check_topologies(exp)  # the file's mistakes first, the same in a dry run and a real one
     if args.dry_run:
-        check_topologies(exp)  # what the real run checks before it starts
         n = 0
         for t in iter_plan(exp):  # one at a time: never more in memory than is printed
             print(t.label)
             n += 1
+        if n == 0:
+            raise UsageError(f"{path}: the {exp.profile} profile yields no trials",
+                             hint="check its [sweep] and each measurement's `where`")
         print(f"{n} trials", file=sys.stderr)
         return 0
     db = _db(args)
     wanted = args.clock or exp.clock
+    check_run_needs(args, exp, db, wanted)
     if getattr(args, "workers", None) is not None or getattr(args, "cluster", None) is not None:
         summary = run_parallel(exp, path, args, db, wanted)
     elif wanted is not None and wanted != current_clock():
@@ -152,6 +156,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1 if summary.failed else 0
+
+
+def check_run_needs(args: argparse.Namespace, exp: Any, db: Path, clock: str | None) -> None:
+    """Before the database or the registry is touched: root where trials run on this host
+    (not for a guest's or a Dask cluster's trials), a writable database, and with --resume a
+    run to continue."""
+    from testbed import preflight
+
+    cluster = getattr(args, "cluster", None) is not None
+    elsewhere = cluster or (clock is not None and clock != current_clock()
+                            and getattr(args, "share", None) is None)
+    if not elsewhere:
+        preflight.require_root("run", "its trials build network namespaces on this host "
+                               "(`--clock virtual` runs them in a guest instead)")
+        preflight.require_registry()
+    preflight.require_database(db)
+    if args.resume:
+        check_resumable(args, exp, db)
+
+
+def check_resumable(args: argparse.Namespace, exp: Any, db: Path) -> None:
+    """`--resume` needs an unfinished run of this experiment and profile in `db`."""
+    quick = " --quick" if exp.profile == "quick" else ""
+    fresh = f"start a new run without --resume: testbed run {args.experiment}{quick} --db {db}"
+    if not db.exists():
+        raise UsageError(f"--resume: no results database at {db}, so no run of {exp.name} to "
+                         "continue", hint=fresh)
+    with closing(results.connect(db)) as con:
+        unfinished = results.unfinished_run(con, exp.name, exp.profile)
+    if unfinished is None:
+        raise UsageError(f"--resume: {db} holds no unfinished {exp.profile} run of "
+                         f"{exp.name}", hint=fresh)
 
 
 def run_parallel(exp: Any, path: Path, args: argparse.Namespace, db: Path,
@@ -195,9 +231,10 @@ def share_journal(share: Path, db: Path) -> AbstractContextManager[Journal | Non
     import os
     from contextlib import nullcontext
 
-    from testbed import parallel, vm
+    from testbed import parallel
+    from testbed.vm.guest import ENV_IN_VM
 
-    if os.environ.get(vm.ENV_IN_VM) != "1":
+    if os.environ.get(ENV_IN_VM) != "1":
         return nullcontext(None)
     return parallel.Journal(db, Path(share).parent / parallel.JOURNAL)
 
@@ -224,11 +261,12 @@ def run_on_clock(clock: str, path: Path, args: argparse.Namespace, db: Path) -> 
     or say exactly what to run."""
     import os
 
-    from testbed import vm
+    from testbed.vm import run as vm_run
+    from testbed.vm.guest import ENV_IN_VM
 
     argv = guest_run_argv(path, args, clock)
     cmd = f"testbed vm --clock {clock} -- {' '.join(argv)}"
-    if os.environ.get(vm.ENV_IN_VM) == "1" or clock == "real":
+    if os.environ.get(ENV_IN_VM) == "1" or clock == "real":
         raise UsageError(
             f"{path}: the experiment asks for the {clock} clock and this process measures on "
             f"the {current_clock()} one",
@@ -242,7 +280,7 @@ def run_on_clock(clock: str, path: Path, args: argparse.Namespace, db: Path) -> 
             hint=f"run it again without --resume: {cmd}",
         )
     print(f"testbed run: {path} asks for the {clock} clock; booting it: {cmd}", file=sys.stderr)
-    result = vm.run_in_vm(argv, clock=clock, db=db)
+    result = vm_run.run_in_vm(argv, clock=clock, db=db)
     return result.returncode
 
 

@@ -127,6 +127,20 @@ def _run_ids(db: Path) -> set[str]:
         return {r["run_id"] for r in results.runs(con)}
 
 
+def _check_reproduce_needs(choices: list[Any], db: Path, args: argparse.Namespace) -> None:
+    """Before anything runs or is written: root where measurements run on this host, a
+    writable database and report folder."""
+    from testbed import preflight
+
+    if any(c.tier == "host" for c in choices):
+        preflight.require_root("reproduce", "its host-tier measurements build network "
+                               "namespaces (--tier vm runs everything in a guest instead)")
+        preflight.require_registry()
+    preflight.require_database(db)
+    if not args.no_report:
+        preflight.require_folder(args.out or Path("reports"), "--out")
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from testbed.capabilities import missing
     from testbed.experiment import find_experiment, load_experiment
@@ -148,6 +162,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return rc
 
     choices = [c for exp in exps for c in choose(exp, missing, args.tier)]
+    if not args.dry_run:
+        _check_reproduce_needs(choices, db, args)
     print(f"reproduce {paper} ({profile} profile): where each measurement runs", file=sys.stderr)
     for c in choices:
         print(f"  {c.experiment}/{c.measurement} on {', '.join(c.topologies)}: {c.tier} tier, "
@@ -217,7 +233,7 @@ GUEST_MIB = 1536  # a virtual-clock guest (1 GiB) and its QEMU around it
 def guest_workers(spec: str, ncpu: int | None = None, free_mib: int | None = None) -> int:
     """`--workers`: a number, or auto = one guest per host core (at most 4), as free memory
     allows. Virtual-clock guests give the same numbers side by side (docs/parallel.md)."""
-    from testbed import vm
+    from testbed.vm.memory import available_memory_mib
 
     if spec != "auto":
         try:
@@ -228,7 +244,7 @@ def guest_workers(spec: str, ncpu: int | None = None, free_mib: int | None = Non
             raise UsageError(f"--workers {spec!r}: expected auto or a number of guests >= 1")
         return n
     cores = ncpu if ncpu is not None else (os.cpu_count() or 1)
-    mib = free_mib if free_mib is not None else vm.available_memory_mib()
+    mib = free_mib if free_mib is not None else available_memory_mib()
     by_memory = max(1, mib // GUEST_MIB) if mib is not None else 1
     return max(1, min(cores, 4, by_memory))
 
@@ -246,14 +262,14 @@ def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
 
 
 def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | None) -> int:
-    from testbed import vm
+    from testbed.vm import run as vm_run
 
     argv = ["testbed", "reproduce", paper, "--no-report", *(["--quick"] if quick else [])]
     for o in only:
         argv += ["--only", o]
     print(f"== full-kernel tier: {' '.join(argv)}", file=sys.stderr)
     kw: dict[str, Any] = {"clock": clock} if clock else {}
-    res = vm.run_in_vm(argv, db=db, **kw)
+    res = vm_run.run_in_vm(argv, db=db, **kw)
     if res.returncode != 0:
         print(f"the full-kernel tier exited with {res.returncode}", file=sys.stderr)
     return 1 if res.returncode else 0

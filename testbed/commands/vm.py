@@ -6,8 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from testbed import vm
 from testbed.errors import UsageError
+from testbed.vm import run as vm_run
+from testbed.vm.clock import CLOCKS, DEFAULT_CPUS, DEFAULT_ICOUNT_SHIFT
+from testbed.vm.memory import DEFAULT_MEMORY
 
 
 def register(subparsers: Any) -> None:
@@ -27,16 +29,16 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--kernel", type=Path, help="kernel image (default: newest /boot/vmlinuz-*-amd64)"
     )
-    p.add_argument("--memory", default=vm.DEFAULT_MEMORY, help="guest memory (default %(default)s)")
+    p.add_argument("--memory", default=DEFAULT_MEMORY, help="guest memory (default %(default)s)")
     p.add_argument(
         "--cpus",
         type=int,
         default=None,
-        help=f"guest CPUs (default {vm.DEFAULT_CPUS}; always 1 with --clock virtual)",
+        help=f"guest CPUs (default {DEFAULT_CPUS}; always 1 with --clock virtual)",
     )
     p.add_argument(
         "--clock",
-        choices=vm.CLOCKS,
+        choices=CLOCKS,
         default="real",
         help="real: the guest's clock follows the host's (fast, noisy under emulation); "
         "virtual: QEMU counts instructions (-icount), one vCPU, software emulation — "
@@ -45,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--icount-shift",
         type=int,
-        default=vm.DEFAULT_ICOUNT_SHIFT,
+        default=DEFAULT_ICOUNT_SHIFT,
         metavar="N",
         help="with --clock virtual: 2**N ns of guest time per instruction (default %(default)s)",
     )
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             hint="the guest writes to its own database and the VM tier merges it into the "
             "host's: choose that with `testbed vm --results DIR` or TESTBED_DB=PATH",
         )
-    result = vm.run_in_vm(
+    result = vm_run.run_in_vm(
         command,
         kernel=args.kernel,
         memory=args.memory,

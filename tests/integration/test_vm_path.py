@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed import vm
+from testbed.vm.guest import ENV_IN_VM
+from testbed.vm.run import vm_available
 
 pytestmark = pytest.mark.root
 
@@ -27,9 +28,9 @@ def _bare_env() -> dict[str, str]:
 
 
 def _vm_or_skip() -> None:
-    ok, why = vm.vm_available()
+    ok, why = vm_available()
     if not ok:
-        if os.environ.get("CI") == "true" and os.environ.get(vm.ENV_IN_VM) != "1":
+        if os.environ.get("CI") == "true" and os.environ.get(ENV_IN_VM) != "1":
             pytest.fail(f"CI=true: the full-kernel tier must boot here, but: {why}")
         pytest.skip(f"the full-kernel tier cannot boot here: {why}")
 

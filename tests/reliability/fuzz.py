@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import math
 import os
@@ -196,12 +197,25 @@ def run_case(check: Callable[[Path], None], path: Path) -> Outcome:
     return Outcome(True, seconds=time.monotonic() - start)
 
 
-def cli(args: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run the CLI; past `timeout` its whole process group is killed (a VM it booted too)."""
+def cli(args: list[str], timeout: float = 60.0, *, user: str | None = None,
+        close_stdout: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the CLI; past `timeout` its whole process group is killed (a VM it booted too).
+
+    `user`: as that user (`nobody`; see `as_nobody`); `close_stdout`: its reader goes away
+    before it writes anything, as `testbed ... | head -0` would."""
+    argv = [*TESTBED, *args]
+    if user is not None and os.geteuid() == 0 and not nobody_can_run():
+        # this checkout is not readable by that user (e.g. under /root): the same CLI with
+        # only its notion of who it is changed
+        argv = [sys.executable, "-c", _AS_USER, *args]
+        user = None
     proc = subprocess.Popen(
-        [*TESTBED, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True, user=user,
     )
+    if close_stdout:
+        assert proc.stdout is not None
+        proc.stdout.close()
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -212,4 +226,21 @@ def cli(args: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[s
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out or "", err)
+
+
+_AS_USER = ("import os, sys; os.geteuid = lambda: 65534; sys.argv[0] = 'testbed'; "
+            "from testbed.cli import main; sys.exit(main())")
+
+
+@functools.cache
+def nobody_can_run() -> bool:
+    """Whether user nobody can start this checkout's CLI (its interpreter and tree readable)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        p = subprocess.run([*TESTBED, "--help"], capture_output=True, user="nobody", cwd="/",
+                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return p.returncode == 0

@@ -11,10 +11,13 @@ import itertools
 import json
 import os
 import random
+import shutil
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from testbed.cli import CLOSED_PIPE_STATUS
 from tests.reliability.fuzz import (
     LONG,
     ROOT,
@@ -117,6 +120,10 @@ def test_fuzz_topology_files(tmp_path: Path) -> None:
         assert p.returncode == (0 if o.valid else 2), (path, p.returncode, p.stderr)
         if not o.valid:
             assert p.stderr.startswith(f"testbed: error: {path}"), p.stderr
+        # its reader gone before the plan is printed: quiet, like `head`'s other writers
+        closed = cli(["plan", str(path)], close_stdout=True)
+        assert closed.returncode == (CLOSED_PIPE_STATUS if o.valid else 2), closed.stderr
+        assert closed.stderr == ("" if o.valid else p.stderr)
     rep = _report("topology", outcomes, len(sample))
     assert rep["valid"] > 0 and rep["refused_exit2"] > 0  # the fuzzer reaches both sides
 
@@ -141,6 +148,18 @@ def test_fuzz_experiment_files(tmp_path: Path) -> None:
     assert not crashes, "\n\n".join(crashes[:5])
     not_a_db = tmp_path / "a-directory"
     not_a_db.mkdir()
+    shared = Path(tempfile.mkdtemp(prefix="tb-fuzz-"))  # readable and writable by nobody too
+    shared.chmod(0o777)
+    try:
+        _check_cli_sample(sample, not_a_db, shared)
+    finally:
+        shutil.rmtree(shared)
+    rep = _report("experiment", outcomes, len(sample))
+    assert rep["valid"] > 0 and rep["refused_exit2"] > 0
+
+
+def _check_cli_sample(sample: list[tuple[Path, Outcome, str]], not_a_db: Path,
+                      shared: Path) -> None:
     for path, o, profile in sample:
         quick = ["--quick"] if profile == "quick" else []
         dry = cli(["run", str(path), *quick, "--dry-run"])
@@ -155,5 +174,18 @@ def test_fuzz_experiment_files(tmp_path: Path) -> None:
         else:
             assert real.stderr == dry.stderr
             assert dry.stderr.startswith(f"testbed: error: {path}"), dry.stderr
-    rep = _report("experiment", outcomes, len(sample))
-    assert rep["valid"] > 0 and rep["refused_exit2"] > 0
+        # a user who is not root, with a database it may write: the file's mistakes, else one
+        # line saying root is needed; nothing written (--clock real: never a guest's boot)
+        mine = shared / f"{path.name}.sqlite"
+        shutil.copy(path, shared / path.name)
+        nonroot = cli(["run", str(shared / path.name), *quick, "--clock", "real", "--db",
+                       str(mine)], user="nobody")
+        assert nonroot.returncode == 2 and "Traceback" not in nonroot.stderr, nonroot.stderr
+        assert not mine.exists()
+        if o.valid:
+            assert "needs root" in nonroot.stderr, nonroot.stderr
+        else:
+            assert nonroot.stderr == dry.stderr.replace(str(path), str(shared / path.name))
+        closed = cli(["run", str(path), *quick, "--dry-run"], close_stdout=True)
+        assert "Traceback" not in closed.stderr, closed.stderr
+        assert closed.returncode == (CLOSED_PIPE_STATUS if o.valid else 2), closed.stderr

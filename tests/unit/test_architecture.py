@@ -23,8 +23,8 @@ PROCESS_CALLS = {
 # a probe (a program run in a node) may fork a copy of itself — it starts no program
 PROBE_FORKS = {
     "testbed/measure/pingpong.py": (("os", "fork"),),  # its loopback server
-    # the launcher vm.py spawns (through processes.spawn) becomes QEMU's vng: no new process
-    "testbed/mountns.py": (("os", "execvp"),),
+    # the launcher vm/boot.py spawns (through processes.spawn) becomes QEMU's vng: no new process
+    "testbed/vm/mountns.py": (("os", "execvp"),),
 }
 
 

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from testbed import results, vm, waiting
+from testbed import results, waiting
 from testbed.commands import experiment as cmd
 from testbed.errors import SpecError, UsageError
 from testbed.experiment import experiment_from_dict, load_experiment, run_experiment
+from testbed.vm import run as vm_run
+from testbed.vm.boot import VmResult
 from tests.unit.test_experiment import FAKE, fake_open, fake_trial, quiet
 
 RAW = {"topology": "chain", "measurements": {"a": {"kind": "ping"}}}
@@ -47,13 +49,13 @@ def test_run_boots_the_virtual_clock_tier(monkeypatch: pytest.MonkeyPatch,
                                           tmp_path: Path) -> None:
     calls: list[dict[str, Any]] = []
 
-    def fake_run_in_vm(argv: list[str], **kw: Any) -> vm.VmResult:
+    def fake_run_in_vm(argv: list[str], **kw: Any) -> VmResult:
         calls.append({"argv": argv, **kw})
-        return vm.VmResult(0, True)
+        return VmResult(0, True)
 
     monkeypatch.delenv("TESTBED_IN_VM", raising=False)
     monkeypatch.delenv("TESTBED_CLOCK", raising=False)
-    monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(vm_run, "run_in_vm", fake_run_in_vm)
     db = tmp_path / "r.sqlite"
     assert cmd.cmd_run(args(clock="virtual", db=db)) == 0
     (call,) = calls

@@ -1,4 +1,4 @@
-"""The guest's lean boot: testbed.mountns and the udev/tmpfiles stand-ins of testbed.vm."""
+"""The guest's lean boot: testbed.vm.mountns and the udev/tmpfiles stand-ins (vm.lean_boot)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed import mountns, vm
 from testbed.errors import UsageError
+from testbed.vm import lean_boot, mountns
 
 
 def test_parse_binds_and_command() -> None:
@@ -27,9 +27,9 @@ def test_parse_rejects(argv: list[str]) -> None:
 
 
 def test_lean_argv() -> None:
-    assert vm.lean_argv(["vng", "--run"], []) == ["vng", "--run"]
-    argv = vm.lean_argv(["vng"], [(Path("/s/udevadm"), Path("/usr/bin/udevadm"))])
-    assert argv == [sys.executable, "-m", "testbed.mountns",
+    assert lean_boot.lean_argv(["vng", "--run"], []) == ["vng", "--run"]
+    argv = lean_boot.lean_argv(["vng"], [(Path("/s/udevadm"), Path("/usr/bin/udevadm"))])
+    assert argv == [sys.executable, "-m", "testbed.vm.mountns",
                     "--bind", "/s/udevadm", "/usr/bin/udevadm", "--", "vng"]
 
 
@@ -43,8 +43,8 @@ def fake_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (bin_ / name).write_text("#!/bin/sh\n")
         (bin_ / name).chmod(0o755)
     (lib / "systemd-udevd").symlink_to(bin_ / "udevadm")
-    monkeypatch.setattr(vm, "GUEST_INIT_PATH", (str(bin_),))
-    monkeypatch.setattr(vm, "UDEVD_PATHS", (str(lib / "systemd-udevd"),))
+    monkeypatch.setattr(lean_boot, "GUEST_INIT_PATH", (str(bin_),))
+    monkeypatch.setattr(lean_boot, "UDEVD_PATHS", (str(lib / "systemd-udevd"),))
     return bin_
 
 
@@ -53,7 +53,7 @@ def test_standin_binds_cover_udevd_udevadm_and_tmpfiles(
     bin_ = fake_root(tmp_path, monkeypatch)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    binds = vm.standin_binds(scratch, env={})
+    binds = lean_boot.standin_binds(scratch, env={})
     # udevd is udevadm itself: bound once
     assert sorted(dst for _, dst in binds) == [bin_ / "systemd-tmpfiles", bin_ / "udevadm"]
     for src, _ in binds:
@@ -65,16 +65,16 @@ def test_standin_binds_cover_udevd_udevadm_and_tmpfiles(
 def test_standin_binds_off_and_wrong_values(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_root(tmp_path, monkeypatch)
-    assert vm.standin_binds(tmp_path, env={vm.ENV_GUEST_INIT: "system"}) == []
+    assert lean_boot.standin_binds(tmp_path, env={lean_boot.ENV_GUEST_INIT: "system"}) == []
     with pytest.raises(UsageError, match="TESTBED_VM_INIT='fast'"):
-        vm.standin_binds(tmp_path, env={vm.ENV_GUEST_INIT: "fast"})
+        lean_boot.standin_binds(tmp_path, env={lean_boot.ENV_GUEST_INIT: "fast"})
 
 
 def test_standin_binds_without_the_programs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vm, "GUEST_INIT_PATH", (str(tmp_path / "none"),))
-    monkeypatch.setattr(vm, "UDEVD_PATHS", ())
-    assert vm.standin_binds(tmp_path, env={}) == []
+    monkeypatch.setattr(lean_boot, "GUEST_INIT_PATH", (str(tmp_path / "none"),))
+    monkeypatch.setattr(lean_boot, "UDEVD_PATHS", ())
+    assert lean_boot.standin_binds(tmp_path, env={}) == []
 
 
 def run_udev_standin(tmp_path: Path, *args: str) -> Path:
@@ -85,8 +85,9 @@ def run_udev_standin(tmp_path: Path, *args: str) -> Path:
         (sysfs / port).mkdir(parents=True, exist_ok=True)
         (sysfs / port / "name").write_text(name + "\n" if name else "")
     dev = tmp_path / "dev" / "virtio-ports"
-    text = vm.UDEV_STANDIN.replace("/sys/class/virtio-ports", str(sysfs)).replace(
-        "/dev/virtio-ports", str(dev))
+    text = (lean_boot.STANDINS / "udev.sh").read_text()
+    text = text.replace("/sys/class/virtio-ports", str(sysfs))
+    text = text.replace("/dev/virtio-ports", str(dev))
     script = tmp_path / "udev.sh"
     script.write_text(text)
     subprocess.run(["sh", str(script), *args], check=True, timeout=60)
@@ -110,13 +111,13 @@ def test_mountns_binds_only_in_its_own_namespace(tmp_path: Path) -> None:
     src.write_text("stand-in\n")
     dst.write_text("original\n")
     out = subprocess.run(
-        [sys.executable, "-m", "testbed.mountns", "--bind", str(src), str(dst), "--",
+        [sys.executable, "-m", "testbed.vm.mountns", "--bind", str(src), str(dst), "--",
          "cat", str(dst)], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout == "stand-in\n" and out.stderr == ""
     assert dst.read_text() == "original\n"  # the host's view never changed
 
 
 def test_mountns_says_what_is_wrong() -> None:
-    out = subprocess.run([sys.executable, "-m", "testbed.mountns", "--bind", "/x"],
+    out = subprocess.run([sys.executable, "-m", "testbed.vm.mountns", "--bind", "/x"],
                          capture_output=True, text=True, check=False, timeout=60)
     assert out.returncode == 2 and "--bind wants SRC DST" in out.stderr

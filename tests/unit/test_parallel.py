@@ -303,8 +303,9 @@ def test_virtual_clock_worker_runs_its_share_in_a_guest(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """`testbed run --share` on the host for a virtual-clock experiment boots a guest that
     runs the same share, its trials merged into the worker's own database."""
-    from testbed import vm
     from testbed.commands import experiment as cmd
+    from testbed.vm import run as vm_run
+    from testbed.vm.guest import ENV_IN_VM
 
     calls: list[dict[str, Any]] = []
 
@@ -312,9 +313,9 @@ def test_virtual_clock_worker_runs_its_share_in_a_guest(tmp_path: Path,
         calls.append({"argv": argv, **kw})
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(vm, "run_in_vm", fake_run_in_vm)
+    monkeypatch.setattr(vm_run, "run_in_vm", fake_run_in_vm)
     monkeypatch.setattr(cmd, "current_clock", lambda: "real")
-    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    monkeypatch.delenv(ENV_IN_VM, raising=False)
     share = tmp_path / "share.json"
     share.write_text(json.dumps({"index": 0, "run_id": "R", "keys": ["R/owd/x/0"]}))
     rc = cli.main(["run", str(FAKE), "--quick", "--clock", "virtual", "--share", str(share),

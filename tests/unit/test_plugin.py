@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from testbed import pytest_plugin, vm
+from testbed import pytest_plugin
+from testbed.vm import run as vm_run
+from testbed.vm.boot import VmResult
+from testbed.vm.guest import ENV_IN_VM
 
 TESTS = """
 import pytest
@@ -33,7 +36,7 @@ def host_lacks_sit(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(pytest_plugin, "_missing_probe", lambda: missing)
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    monkeypatch.delenv(ENV_IN_VM, raising=False)
 
 
 @pytest.mark.usefixtures("host_lacks_sit")
@@ -62,12 +65,12 @@ def test_run_mode_defers_to_one_vm_boot(
 ) -> None:
     calls: list[list[str]] = []
 
-    def fake_run(command: list[str], **kw: Any) -> vm.VmResult:
+    def fake_run(command: list[str], **kw: Any) -> VmResult:
         calls.append(command)
         summary = json.dumps({"passed": 1, "ran": 1}).encode()
-        return vm.VmResult(0, True, scratch_files={pytest_plugin.VM_SUMMARY: summary})
+        return VmResult(0, True, scratch_files={pytest_plugin.VM_SUMMARY: summary})
 
-    monkeypatch.setattr(vm, "run_in_vm", fake_run)
+    monkeypatch.setattr(vm_run, "run_in_vm", fake_run)
     pytester.makepyfile(TESTS)
     result = pytester.runpytest_inprocess("--testbed-vm=run")
     result.assert_outcomes(passed=2, deselected=1)
@@ -84,10 +87,10 @@ def test_run_mode_fails_when_the_vm_cannot_boot(
 ) -> None:
     from testbed.errors import MissingCapability
 
-    def no_vm(command: list[str], **kw: Any) -> vm.VmResult:
+    def no_vm(command: list[str], **kw: Any) -> VmResult:
         raise MissingCapability("QEMU", "the VM tier", fix="apt-get install qemu-system-x86")
 
-    monkeypatch.setattr(vm, "run_in_vm", no_vm)
+    monkeypatch.setattr(vm_run, "run_in_vm", no_vm)
     pytester.makepyfile(TESTS)
     result = pytester.runpytest_inprocess("--testbed-vm=run")
     result.stdout.fnmatch_lines(["*VM pass FAILED*QEMU*", "*apt-get install qemu-system-x86"])
@@ -99,7 +102,7 @@ def test_run_mode_fails_when_the_vm_cannot_boot(
 def test_in_vm_a_missing_feature_fails(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(vm.ENV_IN_VM, "1")
+    monkeypatch.setenv(ENV_IN_VM, "1")
     monkeypatch.setenv("TESTBED_SCRATCH", str(pytester.path))
     pytester.makepyfile(TESTS)
     result = pytester.runpytest_inprocess()
@@ -142,12 +145,12 @@ def test_virtual_clock_tests_get_a_second_boot_on_that_clock(
     monkeypatch.delenv("TESTBED_CLOCK", raising=False)
     calls: list[tuple[str, list[str]]] = []
 
-    def fake_run(command: list[str], **kw: Any) -> vm.VmResult:
+    def fake_run(command: list[str], **kw: Any) -> VmResult:
         calls.append((kw["clock"], command))
         summary = json.dumps({"passed": 1, "ran": 1}).encode()
-        return vm.VmResult(0, True, scratch_files={pytest_plugin.VM_SUMMARY: summary})
+        return VmResult(0, True, scratch_files={pytest_plugin.VM_SUMMARY: summary})
 
-    monkeypatch.setattr(vm, "run_in_vm", fake_run)
+    monkeypatch.setattr(vm_run, "run_in_vm", fake_run)
     pytester.makepyfile(CLOCK_TESTS)
     result = pytester.runpytest_inprocess("--testbed-vm=run")
     result.assert_outcomes(passed=2, deselected=2)
@@ -161,7 +164,7 @@ def test_virtual_clock_tests_get_a_second_boot_on_that_clock(
 def test_virtual_clock_test_fails_in_a_real_clock_guest(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(vm.ENV_IN_VM, "1")
+    monkeypatch.setenv(ENV_IN_VM, "1")
     monkeypatch.setenv("TESTBED_CLOCK", "real")
     monkeypatch.setattr(pytest_plugin, "_missing_probe", lambda: lambda wanted: [])
     pytester.makepyfile(CLOCK_TESTS)

@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from testbed import vm
 from testbed.errors import MissingCapability, UsageError
+from testbed.vm.accel import kvm_works
+from testbed.vm.clock import DEFAULT_CPUS, HOST_CLOCK_FILE, check_clock, clock_env
+from testbed.vm.guest import (
+    BOOT_MARKER,
+    ENV_IN_VM,
+    GUEST_TMP_DIR,
+    PACKAGE_DIR,
+    UNUSED_GUEST_MODULES,
+    VmSpec,
+    default_loose_dirs,
+    guest_modules,
+    guest_script,
+    module_lines,
+    vng_argv,
+)
+from testbed.vm.kernel import (
+    PVH_ENTRY_NOTE,
+    direct_boot_image,
+    find_kernel,
+    find_qemu,
+    find_vng,
+    has_pvh_entry,
+)
+from testbed.vm.memory import available_memory_mib, check_memory, parse_memory
+from testbed.vm.run import host_db, merge_results, precompile, run_in_vm, vm_available
 
 
 def make_kernel(boot: Path, modules: Path, release: str, with_modules: bool = True) -> Path:
@@ -28,12 +55,12 @@ def test_find_kernel_picks_newest_with_modules(tmp_path: Path) -> None:
     newest = make_kernel(boot, mods, "6.1.0-56-amd64")
     make_kernel(boot, mods, "6.12.0-1-amd64", with_modules=False)
     (boot / "vmlinuz-6.18.0-cloud").write_bytes(b"")
-    assert vm.find_kernel(boot, mods) == newest
+    assert find_kernel(boot, mods) == newest
 
 
 def test_find_kernel_says_how_to_install_one(tmp_path: Path) -> None:
     with pytest.raises(MissingCapability) as info:
-        vm.find_kernel(tmp_path / "boot", tmp_path / "modules")
+        find_kernel(tmp_path / "boot", tmp_path / "modules")
     text = str(info.value)
     assert "apt-get install linux-image-amd64" in text
     assert "scripts/provision.sh" in text
@@ -42,38 +69,38 @@ def test_find_kernel_says_how_to_install_one(tmp_path: Path) -> None:
 def test_find_kernel_names_a_kernel_without_modules(tmp_path: Path) -> None:
     make_kernel(tmp_path / "boot", tmp_path / "modules", "6.1.0-56-amd64", with_modules=False)
     with pytest.raises(MissingCapability, match=r"6.1.0-56-amd64 found .* without modules"):
-        vm.find_kernel(tmp_path / "boot", tmp_path / "modules")
+        find_kernel(tmp_path / "boot", tmp_path / "modules")
 
 
 @pytest.mark.parametrize(
     ("text", "mib"), [("1G", 1024), ("512M", 512), ("2g", 2048), ("768", 768), ("1GiB", 1024)]
 )
 def test_parse_memory(text: str, mib: int) -> None:
-    assert vm.parse_memory(text) == mib
+    assert parse_memory(text) == mib
 
 
 @pytest.mark.parametrize("text", ["lots", "1T", "100M", ""])
 def test_parse_memory_rejects(text: str) -> None:
     with pytest.raises(UsageError):
-        vm.parse_memory(text)
+        parse_memory(text)
 
 
 def test_check_memory_explains_the_shortfall() -> None:
-    vm.check_memory(1024, 4000)
-    vm.check_memory(1024, None)
+    check_memory(1024, 4000)
+    check_memory(1024, None)
     with pytest.raises(UsageError, match=r"1224 MiB.*500 MiB are available") as info:
-        vm.check_memory(1024, 500)
+        check_memory(1024, 500)
     assert "--memory 512M" in str(info.value)
 
 
 def test_available_memory_reads_meminfo(tmp_path: Path) -> None:
     f = tmp_path / "meminfo"
     f.write_text("MemTotal: 100 kB\nMemAvailable:    2097152 kB\n")
-    assert vm.available_memory_mib(f) == 2048
-    assert vm.available_memory_mib(tmp_path / "absent") is None
+    assert available_memory_mib(f) == 2048
+    assert available_memory_mib(tmp_path / "absent") is None
 
 
-def spec(tmp_path: Path, **kw: object) -> vm.VmSpec:
+def spec(tmp_path: Path, **kw: object) -> VmSpec:
     base: dict[str, object] = {
         "kernel": Path("/boot/vmlinuz-6.1.0-56-amd64"),
         "command": ("testbed", "run", "experiments/a b.toml", "--quick"),
@@ -85,12 +112,12 @@ def spec(tmp_path: Path, **kw: object) -> vm.VmSpec:
         "env": {"TESTBED_DB": "/run/tb-db/testbed.sqlite", "CI": "true"},
     }
     base.update(kw)
-    return vm.VmSpec(**base)  # type: ignore[arg-type]
+    return VmSpec(**base)  # type: ignore[arg-type]
 
 
 def test_vng_argv_tcg(tmp_path: Path) -> None:
     s = spec(tmp_path)
-    argv = vm.vng_argv(s, Path("/venv/bin/vng"))
+    argv = vng_argv(s, Path("/venv/bin/vng"))
     assert argv[:3] == ["/venv/bin/vng", "--run", "/boot/vmlinuz-6.1.0-56-amd64"]
     assert "--disable-kvm" in argv
     assert "--force-9p" in argv  # no waiting for a virtiofsd that cannot start
@@ -104,7 +131,7 @@ def test_vng_argv_tcg(tmp_path: Path) -> None:
 
 
 def test_vng_argv_kvm_and_no_loose(tmp_path: Path) -> None:
-    argv = vm.vng_argv(spec(tmp_path, kvm=True, loose_dirs=()), Path("vng"))
+    argv = vng_argv(spec(tmp_path, kvm=True, loose_dirs=()), Path("vng"))
     assert "--disable-kvm" not in argv
     assert "--force-9p" not in argv  # KVM: vng's virtiofs and microvm where they work
     assert not any("virtfs" in a for a in argv)
@@ -112,22 +139,22 @@ def test_vng_argv_kvm_and_no_loose(tmp_path: Path) -> None:
 
 def test_vng_argv_keeps_udev_from_loading_unused_drivers(tmp_path: Path) -> None:
     for kvm in (False, True):
-        argv = vm.vng_argv(spec(tmp_path, kvm=kvm), Path("vng"))
+        argv = vng_argv(spec(tmp_path, kvm=kvm), Path("vng"))
         (opt,) = [a for a in argv if a.startswith("--append=modprobe.blacklist=")]
         listed = opt.split("=", 2)[2].split(",")
         assert {"ahci", "sr_mod", "kvm", "aesni_intel"} <= set(listed)
 
 
 def test_no_module_the_guest_loads_is_kept_from_udev() -> None:
-    assert not set(vm.guest_modules()) & set(vm.UNUSED_GUEST_MODULES)
+    assert not set(guest_modules()) & set(UNUSED_GUEST_MODULES)
 
 
 def test_guest_script(tmp_path: Path) -> None:
     s = spec(tmp_path)
-    text = vm.guest_script(s)
+    text = guest_script(s)
     lines = text.splitlines()
     assert lines[0] == "#!/bin/sh"
-    assert f"echo up > {s.scratch / vm.BOOT_MARKER}" in lines  # first thing: boot marker
+    assert f"echo up > {s.scratch / BOOT_MARKER}" in lines  # first thing: boot marker
     assert "cache=loose tbroot /run/tb-root" in text
     assert "mount --bind /run/tb-root/work/main/.venv /work/main/.venv" in text
     assert "modprobe -q" in text and "sch_netem" in text and "jool" in text and " sit " in text
@@ -141,7 +168,7 @@ def test_guest_script(tmp_path: Path) -> None:
 
 
 def test_default_loose_dirs_never_hide_a_rwdir(tmp_path: Path) -> None:
-    dirs = vm.default_loose_dirs([Path("/usr/lib/x")])
+    dirs = default_loose_dirs([Path("/usr/lib/x")])
     assert Path("/usr/lib") not in dirs
     assert all(d != Path("/") for d in dirs)
 
@@ -150,62 +177,62 @@ def test_the_package_is_cached_and_precompiled_for_the_guest(tmp_path: Path) -> 
     """Every probe start in the guest imports from the package: it is read through the
     cache=loose export, and its bytecode is brought up to date on the host before a boot
     (the guest cannot write .pyc files)."""
-    assert vm.PACKAGE_DIR in vm.default_loose_dirs([tmp_path])
-    assert vm.PACKAGE_DIR not in vm.default_loose_dirs([vm.PACKAGE_DIR / "x"])
+    assert PACKAGE_DIR in default_loose_dirs([tmp_path])
+    assert PACKAGE_DIR not in default_loose_dirs([PACKAGE_DIR / "x"])
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "mod.py").write_text("X = 1\n")
-    vm.precompile(pkg)
+    precompile(pkg)
     assert [f.name.split(".")[0] for f in (pkg / "__pycache__").iterdir()] == ["mod"]
     (pkg / "__pycache__").chmod(0o500)
     try:
         (pkg / "mod.py").write_text("X = 2\n")  # stale and cannot be rewritten: no error
-        vm.precompile(pkg)
+        precompile(pkg)
     finally:
         (pkg / "__pycache__").chmod(0o700)
 
 
 def test_host_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TESTBED_DB", raising=False)
-    assert vm.host_db(None) == Path("results/testbed.sqlite")
-    assert vm.host_db(tmp_path) == tmp_path / "testbed.sqlite"
+    assert host_db(None) == Path("results/testbed.sqlite")
+    assert host_db(tmp_path) == tmp_path / "testbed.sqlite"
     monkeypatch.setenv("TESTBED_DB", "/x/y.sqlite")
-    assert vm.host_db(None) == Path("/x/y.sqlite")
+    assert host_db(None) == Path("/x/y.sqlite")
 
 
 def test_run_in_vm_refuses_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(vm.ENV_IN_VM, "1")
+    monkeypatch.setenv(ENV_IN_VM, "1")
     with pytest.raises(UsageError, match="already inside"):
-        vm.run_in_vm(["true"])
-    assert vm.vm_available() == (False, "already inside the VM tier")
+        run_in_vm(["true"])
+    assert vm_available() == (False, "already inside the VM tier")
 
 
 def test_run_in_vm_needs_a_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    monkeypatch.delenv(ENV_IN_VM, raising=False)
     with pytest.raises(UsageError, match="testbed vm -- lsmod"):
-        vm.run_in_vm([])
+        run_in_vm([])
 
 
 def test_missing_vng_and_qemu_say_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vm.shutil, "which", lambda name: None)
-    monkeypatch.setattr(vm.sys, "executable", "/nonexistent/bin/python")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/bin/python")
     with pytest.raises(MissingCapability, match="pip install virtme-ng"):
-        vm.find_vng()
+        find_vng()
     with pytest.raises(MissingCapability, match="apt-get install qemu-system-x86"):
-        vm.find_qemu()
-    ok, why = vm.vm_available()
+        find_qemu()
+    ok, why = vm_available()
     assert not ok and "provision.sh" in why
 
 
 def test_kvm_works_without_dev_kvm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vm.os, "access", lambda path, mode: False)
-    assert vm.kvm_works() is False
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert kvm_works() is False
 
 
 def test_merge_results_without_guest_db(tmp_path: Path) -> None:
     import io
 
-    assert vm.merge_results(tmp_path / "none.sqlite", tmp_path / "dst.sqlite", io.StringIO()) == 0
+    assert merge_results(tmp_path / "none.sqlite", tmp_path / "dst.sqlite", io.StringIO()) == 0
     assert not (tmp_path / "dst.sqlite").exists()
 
 
@@ -213,7 +240,7 @@ def test_merge_results_without_guest_db(tmp_path: Path) -> None:
 
 
 def test_vng_argv_virtual_clock_is_icount_on_one_tcg_vcpu(tmp_path: Path) -> None:
-    argv = vm.vng_argv(spec(tmp_path, clock="virtual", kvm=True, cpus=2), Path("vng"))
+    argv = vng_argv(spec(tmp_path, clock="virtual", kvm=True, cpus=2), Path("vng"))
     assert "--qemu-opts=-icount shift=0,sleep=off" in argv
     assert "--disable-kvm" in argv  # icount does not work with KVM
     assert {"--append=nokaslr", "--append=norandmaps"} <= set(argv)  # same addresses each boot
@@ -224,59 +251,59 @@ def test_vng_argv_virtual_clock_is_icount_on_one_tcg_vcpu(tmp_path: Path) -> Non
 
 
 def test_vng_argv_real_clock_has_no_icount(tmp_path: Path) -> None:
-    argv = vm.vng_argv(spec(tmp_path), Path("vng"))
+    argv = vng_argv(spec(tmp_path), Path("vng"))
     assert not any("icount" in a for a in argv)
     assert not {"--append=nokaslr", "--append=norandmaps"} & set(argv)
 
 
 def test_vng_argv_icount_shift(tmp_path: Path) -> None:
-    argv = vm.vng_argv(spec(tmp_path, clock="virtual", icount_shift=3), Path("vng"))
+    argv = vng_argv(spec(tmp_path, clock="virtual", icount_shift=3), Path("vng"))
     assert "--qemu-opts=-icount shift=3,sleep=off" in argv
 
 
 def test_check_clock() -> None:
-    assert vm.check_clock("real", None, 0) == vm.DEFAULT_CPUS
-    assert vm.check_clock("real", 4, 0) == 4
-    assert vm.check_clock("virtual", None, 0) == 1
-    assert vm.check_clock("virtual", 1, 0) == 1
+    assert check_clock("real", None, 0) == DEFAULT_CPUS
+    assert check_clock("real", 4, 0) == 4
+    assert check_clock("virtual", None, 0) == 1
+    assert check_clock("virtual", 1, 0) == 1
     with pytest.raises(UsageError, match="one vCPU"):
-        vm.check_clock("virtual", 2, 0)
+        check_clock("virtual", 2, 0)
     with pytest.raises(UsageError, match="--clock 'wall'"):
-        vm.check_clock("wall", None, 0)
+        check_clock("wall", None, 0)
     with pytest.raises(UsageError, match="icount-shift"):
-        vm.check_clock("virtual", None, 11)
+        check_clock("virtual", None, 11)
 
 
 def test_clock_env_tells_the_guest(tmp_path: Path) -> None:
-    env = vm.clock_env("virtual", 0, tmp_path)
+    env = clock_env("virtual", 0, tmp_path)
     assert env == {
         "TESTBED_CLOCK": "virtual",
         "TESTBED_ICOUNT_SHIFT": "0",
-        "TESTBED_HOST_CLOCK": str(tmp_path / vm.HOST_CLOCK_FILE),
+        "TESTBED_HOST_CLOCK": str(tmp_path / HOST_CLOCK_FILE),
         "PYTHONHASHSEED": "0",
     }
-    assert vm.clock_env("real", 0, tmp_path)["TESTBED_CLOCK"] == "real"
-    assert "PYTHONHASHSEED" not in vm.clock_env("real", 0, tmp_path)
-    assert "TESTBED_ICOUNT_SHIFT" not in vm.clock_env("real", 0, tmp_path)
-    script = vm.guest_script(spec(tmp_path, env=env))
+    assert clock_env("real", 0, tmp_path)["TESTBED_CLOCK"] == "real"
+    assert "PYTHONHASHSEED" not in clock_env("real", 0, tmp_path)
+    assert "TESTBED_ICOUNT_SHIFT" not in clock_env("real", 0, tmp_path)
+    script = guest_script(spec(tmp_path, env=env))
     assert "export TESTBED_CLOCK=virtual" in script.splitlines()
 
 
 def test_run_in_vm_refuses_kvm_with_the_virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    monkeypatch.delenv(ENV_IN_VM, raising=False)
     with pytest.raises(UsageError, match="TCG"):
-        vm.run_in_vm(["true"], clock="virtual", kvm=True)
+        run_in_vm(["true"], clock="virtual", kvm=True)
     with pytest.raises(UsageError, match="one vCPU"):
-        vm.run_in_vm(["true"], clock="virtual", cpus=2)
+        run_in_vm(["true"], clock="virtual", cpus=2)
 
 
 def test_guest_programs_get_a_temporary_folder_on_the_guests_tmpfs(tmp_path: Path) -> None:
-    spec = vm.VmSpec(kernel=tmp_path / "vmlinuz", command=["true"], scratch=tmp_path,
+    spec = VmSpec(kernel=tmp_path / "vmlinuz", command=["true"], scratch=tmp_path,
                      cwd=tmp_path)
-    script = vm.guest_script(spec)
-    assert f"mkdir -p {vm.GUEST_TMP_DIR}" in script
-    assert f"export TMPDIR={vm.GUEST_TMP_DIR}" in script
-    assert script.index(f"mkdir -p {vm.GUEST_TMP_DIR}") < script.index("export TMPDIR")
+    script = guest_script(spec)
+    assert f"mkdir -p {GUEST_TMP_DIR}" in script
+    assert f"export TMPDIR={GUEST_TMP_DIR}" in script
+    assert script.index(f"mkdir -p {GUEST_TMP_DIR}") < script.index("export TMPDIR")
 
 
 def test_module_lines_load_all_at_once_and_name_only_the_missing(tmp_path: Path) -> None:
@@ -291,7 +318,7 @@ def test_module_lines_load_all_at_once_and_name_only_the_missing(tmp_path: Path)
 
     def run(mods: tuple[str, ...]) -> tuple[list[str], str]:
         log.write_text("")
-        script = "\n".join(vm.module_lines(mods)) + "\n"
+        script = "\n".join(module_lines(mods)) + "\n"
         p = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
         assert p.returncode == 0
         return log.read_text().splitlines(), p.stderr
@@ -301,7 +328,7 @@ def test_module_lines_load_all_at_once_and_name_only_the_missing(tmp_path: Path)
     calls, err = run(("sch_netem", "jool", "sit"))
     assert calls[0] == "-q -a sch_netem jool sit" and len(calls) == 4  # then one by one
     assert err.strip() == "testbed vm: module jool not loaded"
-    assert vm.module_lines(()) == []
+    assert module_lines(()) == []
 
 
 # --- starting the kernel uncompressed (PVH) ------------------------------------------------
@@ -329,45 +356,45 @@ def fake_bzimage(tmp_path: Path, payload: bytes, name: str = "vmlinuz-6.1.0-9-am
 
 
 def test_has_pvh_entry() -> None:
-    assert vm.has_pvh_entry(fake_elf(vm.PVH_ENTRY_NOTE))
-    assert not vm.has_pvh_entry(fake_elf(5))
-    assert not vm.has_pvh_entry(b"MZ" + b"\0" * 100)
-    assert not vm.has_pvh_entry(fake_elf(vm.PVH_ENTRY_NOTE)[:100])  # cut short: no crash
+    assert has_pvh_entry(fake_elf(PVH_ENTRY_NOTE))
+    assert not has_pvh_entry(fake_elf(5))
+    assert not has_pvh_entry(b"MZ" + b"\0" * 100)
+    assert not has_pvh_entry(fake_elf(PVH_ENTRY_NOTE)[:100])  # cut short: no crash
 
 
 def test_direct_boot_image_is_made_once_and_reused(tmp_path: Path) -> None:
-    elf = fake_elf(vm.PVH_ENTRY_NOTE)
+    elf = fake_elf(PVH_ENTRY_NOTE)
     kernel = fake_bzimage(tmp_path, elf)
     cache = tmp_path / "cache"
-    first = vm.direct_boot_image(kernel, cache)
+    first = direct_boot_image(kernel, cache)
     assert first is not None and first.read_bytes() == elf
     assert first.name.startswith("vmlinux-6.1.0-9-amd64-")
     stamp = first.stat().st_mtime_ns
-    assert vm.direct_boot_image(kernel, cache) == first
+    assert direct_boot_image(kernel, cache) == first
     assert first.stat().st_mtime_ns == stamp  # not written again
     # a new build of the same release replaces the old copy
     kernel.write_bytes(kernel.read_bytes() + b"more")
-    second = vm.direct_boot_image(kernel, cache)
+    second = direct_boot_image(kernel, cache)
     assert second is not None and second != first and not first.exists()
 
 
 def test_direct_boot_image_none_where_it_cannot_be_made(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     no_pvh = fake_bzimage(tmp_path, fake_elf(5), "vmlinuz-a")
-    assert vm.direct_boot_image(no_pvh, cache) is None
+    assert direct_boot_image(no_pvh, cache) is None
     no_xz = tmp_path / "vmlinuz-b"
     no_xz.write_bytes(b"MZ gzip payload \x1f\x8b")
-    assert vm.direct_boot_image(no_xz, cache) is None
-    assert vm.direct_boot_image(tmp_path / "vmlinuz-missing", cache) is None
+    assert direct_boot_image(no_xz, cache) is None
+    assert direct_boot_image(tmp_path / "vmlinuz-missing", cache) is None
     assert not cache.exists() or not any(cache.iterdir())
 
 
 def test_vng_argv_boots_the_direct_image_under_tcg_only(tmp_path: Path) -> None:
     direct = tmp_path / "vmlinux-x"
-    tcg = vm.vng_argv(spec(tmp_path, direct_image=direct), Path("vng"))
+    tcg = vng_argv(spec(tmp_path, direct_image=direct), Path("vng"))
     assert tcg[tcg.index("--run") + 1] == str(direct)
-    virtual = vm.vng_argv(spec(tmp_path, direct_image=direct, kvm=True, clock="virtual"),
+    virtual = vng_argv(spec(tmp_path, direct_image=direct, kvm=True, clock="virtual"),
                           Path("vng"))
     assert virtual[virtual.index("--run") + 1] == str(direct)
-    kvm = vm.vng_argv(spec(tmp_path, direct_image=direct, kvm=True), Path("vng"))
+    kvm = vng_argv(spec(tmp_path, direct_image=direct, kvm=True), Path("vng"))
     assert kvm[kvm.index("--run") + 1] == "/boot/vmlinuz-6.1.0-56-amd64"

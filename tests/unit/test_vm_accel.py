@@ -10,23 +10,26 @@ from pathlib import Path
 
 import pytest
 
-from testbed import processes, state, vm
+from testbed import processes, state
 from testbed.errors import UsageError
+from testbed.vm import accel
+from testbed.vm.accel import ENV_ACCEL, accel_choice, kvm_hang_recorded, kvm_works, record_kvm_hang
+from testbed.vm.boot import _wait_for_boot
 
 
 def test_accel_choice_reads_the_environment() -> None:
-    assert vm.accel_choice({}) == "auto"
-    assert vm.accel_choice({vm.ENV_ACCEL: "TCG"}) == "tcg"
-    assert vm.accel_choice({vm.ENV_ACCEL: "kvm"}) == "kvm"
+    assert accel_choice({}) == "auto"
+    assert accel_choice({ENV_ACCEL: "TCG"}) == "tcg"
+    assert accel_choice({ENV_ACCEL: "kvm"}) == "kvm"
     with pytest.raises(UsageError, match="TESTBED_VM_ACCEL"):
-        vm.accel_choice({vm.ENV_ACCEL: "hvf"})
+        accel_choice({ENV_ACCEL: "hvf"})
 
 
 def test_forced_accelerator_wins_over_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(vm.ENV_ACCEL, "tcg")
-    assert vm.kvm_works() is False
-    monkeypatch.setenv(vm.ENV_ACCEL, "kvm")
-    assert vm.kvm_works() is True
+    monkeypatch.setenv(ENV_ACCEL, "tcg")
+    assert kvm_works() is False
+    monkeypatch.setenv(ENV_ACCEL, "kvm")
+    assert kvm_works() is True
 
 
 def test_a_recorded_hang_lasts_until_the_host_reboots(
@@ -34,21 +37,21 @@ def test_a_recorded_hang_lasts_until_the_host_reboots(
 ) -> None:
     monkeypatch.setenv("TESTBED_STATE_DIR", str(tmp_path))
     kernel = Path("/boot/vmlinuz-6.1.0-1-amd64")
-    assert vm.kvm_hang_recorded(kernel) is None
-    vm.record_kvm_hang(kernel, "no start in 60 s")
-    assert vm.kvm_hang_recorded(kernel) == "no start in 60 s"
+    assert kvm_hang_recorded(kernel) is None
+    record_kvm_hang(kernel, "no start in 60 s")
+    assert kvm_hang_recorded(kernel) == "no start in 60 s"
     assert state.all_records() == []  # the verdict is no run record
-    assert vm.kvm_hang_recorded(Path("/boot/vmlinuz-other-amd64")) is None
-    monkeypatch.setattr(vm, "_host_boot_id", lambda: "another-boot")
-    assert vm.kvm_hang_recorded(kernel) is None
+    assert kvm_hang_recorded(Path("/boot/vmlinuz-other-amd64")) is None
+    monkeypatch.setattr(accel, "_host_boot_id", lambda: "another-boot")
+    assert kvm_hang_recorded(kernel) is None
 
 
 def test_wait_for_boot_gives_up_at_the_deadline(tmp_path: Path) -> None:
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
-        assert vm._wait_for_boot(sleeper, tmp_path / "marker", 0.3) is False
+        assert _wait_for_boot(sleeper, tmp_path / "marker", 0.3) is False
         (tmp_path / "marker").write_text("up")
-        assert vm._wait_for_boot(sleeper, tmp_path / "marker", 0.3) is True
+        assert _wait_for_boot(sleeper, tmp_path / "marker", 0.3) is True
     finally:
         sleeper.kill()
         sleeper.wait()

@@ -7,18 +7,21 @@ from typing import Any
 
 import pytest
 
-from testbed import cli, vm
+from testbed import cli
+from testbed.vm import run as vm_run
+from testbed.vm.boot import VmResult
+from testbed.vm.guest import ENV_IN_VM
 
 
 def test_vm_command_passes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(command: list[str], **kw: Any) -> vm.VmResult:
+    def fake(command: list[str], **kw: Any) -> VmResult:
         seen["command"] = command
         seen.update(kw)
-        return vm.VmResult(returncode=7, booted=True)
+        return VmResult(returncode=7, booted=True)
 
-    monkeypatch.setattr(vm, "run_in_vm", fake)
+    monkeypatch.setattr(vm_run, "run_in_vm", fake)
     rc = cli.main(
         [
             "vm",
@@ -43,7 +46,7 @@ def test_vm_command_passes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_vm_command_reports_errors(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    monkeypatch.delenv(ENV_IN_VM, raising=False)
     assert cli.main(["vm"]) == 2
     assert "nothing to run" in capsys.readouterr().err
 
@@ -51,11 +54,11 @@ def test_vm_command_reports_errors(
 def test_vm_command_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
 
-    def fake(command: list[str], **kw: Any) -> vm.VmResult:
+    def fake(command: list[str], **kw: Any) -> VmResult:
         seen.update(kw)
-        return vm.VmResult(returncode=0, booted=True)
+        return VmResult(returncode=0, booted=True)
 
-    monkeypatch.setattr(vm, "run_in_vm", fake)
+    monkeypatch.setattr(vm_run, "run_in_vm", fake)
     assert cli.main(["vm", "--clock", "virtual", "--", "true"]) == 0
     assert seen["clock"] == "virtual" and seen["icount_shift"] == 0 and seen["cpus"] is None
     assert cli.main(["vm", "--", "true"]) == 0
@@ -64,6 +67,6 @@ def test_vm_command_clock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_vm_command_virtual_clock_refuses_more_cpus(monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.delenv(vm.ENV_IN_VM, raising=False)
+    monkeypatch.delenv(ENV_IN_VM, raising=False)
     assert cli.main(["vm", "--clock", "virtual", "--cpus", "2", "--", "true"]) == 2
     assert "one vCPU" in capsys.readouterr().err

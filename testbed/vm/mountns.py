@@ -1,8 +1,9 @@
-"""Run a program in a private mount namespace with files bound over others: how the VM tier
-boots a guest with testbed's stand-ins for the host's udev and tmpfiles (`testbed.vm`)
-without changing what the host itself sees.
+"""The lean boot's launcher: a program run in a private mount namespace, files bound over others.
 
-    python -m testbed.mountns --bind SRC DST [--bind SRC DST ...] -- PROGRAM [ARGS...]
+The VM tier boots a guest this way with testbed's stand-ins for the host's udev and tmpfiles
+(`testbed.vm.lean_boot`) without changing what the host itself sees.
+
+    python -m testbed.vm.mountns --bind SRC DST [--bind SRC DST ...] -- PROGRAM [ARGS...]
 
 Where the namespace or a bind cannot be made (no CAP_SYS_ADMIN), it says so on stderr and
 runs PROGRAM anyway: the guest then boots with the system's programs, only slower.
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         binds, command = parse(sys.argv[1:] if argv is None else argv)
     except ValueError as exc:
-        print(f"testbed.mountns: {exc}", file=sys.stderr)
+        print(f"testbed.vm.mountns: {exc}", file=sys.stderr)
         return 2
     try:
         enter(binds)
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        print(f"testbed.mountns: cannot run {command[0]}: {exc}", file=sys.stderr)
+        print(f"testbed.vm.mountns: cannot run {command[0]}: {exc}", file=sys.stderr)
         return 127
 
 
