@@ -48,3 +48,10 @@ def test_a_delay_kind_over_shaped_links_needs_netem_and_says_why() -> None:
 def test_timed_kinds_are_all_but_throughput(names: list[str], timed: list[str]) -> None:
     exp = SimpleNamespace(measurements=[SimpleNamespace(kind=n) for n in names])
     assert tiers.timed_kinds(exp) == timed
+
+
+def test_a_kind_must_say_what_it_measures() -> None:
+    ping = kinds.get("ping")
+    with pytest.raises(TypeError, match="measures"):
+        base.Kind(ping.name, ping.doc, ping.tool, ping.params, ping.metrics,  # type: ignore[call-arg]
+                  ping.runner)

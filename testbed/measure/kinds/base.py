@@ -201,7 +201,9 @@ class Kind:
     # kinds that build their own topology: the kernel features a trial with these (validated)
     # parameters needs, so that `testbed reproduce` can choose its tier before building
     kernel_needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
-    measures: Measures = "cost"  # what it times: the tier choice and parallel runs read it
+    # what it measures (Measures): the tier choice and parallel runs read it; no default, so
+    # that a new kind says whether it times delays over the links or a rate through them
+    measures: Measures = field(kw_only=True)
     host_reason: str = ""  # why the host kernel measures it faithfully (`reproduce` says it)
 
     def param(self, name: str) -> Param | None:
