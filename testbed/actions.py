@@ -8,266 +8,43 @@ them in reverse. Core actions name namespaces (the plan compiler resolves nodes)
 actions name nodes, resolved with `env.netns(node)` when applied.
 
 `{scratch}` in a feature action's argv or file text stands for the run's scratch folder
-(see `SCRATCH`), so a plan is printable before the run's folder exists.
+(see `SCRATCH`), so a plan is printable before the run's folder exists. The readiness checks
+actions wait on are in `testbed.checks` (importable from here too).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from testbed import netlink, processes
+from testbed.api import Action as Action
+from testbed.api import TestbedLike
+from testbed.api import Undo as Undo
+from testbed.checks import SCRATCH as SCRATCH
+from testbed.checks import Check as Check
+from testbed.checks import FileExists as FileExists
+from testbed.checks import HasAddress as HasAddress
+from testbed.checks import HasRoute as HasRoute
+from testbed.checks import LinkExists as LinkExists
+from testbed.checks import LinkIsUp as LinkIsUp
+from testbed.checks import Listening as Listening
+from testbed.checks import Succeeds as Succeeds
+from testbed.checks import argv_text, expand, poll, run_in
+from testbed.checks import scratch as scratch
 from testbed.errors import DaemonError, KernelError, MissingCapability
 from testbed.shaping import Qdisc
-from testbed.waiting import Deadline, process_timeout
+from testbed.waiting import Deadline
 
 if TYPE_CHECKING:
     from testbed.processes import ManagedProcess
 
-SCRATCH = "{scratch}"
 NETNS_ETC = Path("/etc/netns")
-POLL_S = 0.05
-
-
-def scratch(name: str) -> str:
-    """The placeholder path of a file in the run's scratch folder ('{scratch}/NAME')."""
-    return f"{SCRATCH}/{name}"
-
-
-# ---------------------------------------------------------------------------- the interpreter side
-
-
-@dataclass(frozen=True)
-class Undo:
-    """One journal entry: what it undoes (for messages) and how.
-
-    `within`: the namespace the undone object lives in. When the same unwinding removes that
-    namespace (an entry with `removes` = it), the entry is skipped: removing the namespace
-    removes the object too.
-    """
-
-    what: str
-    run: Callable[[], object]
-    within: str | None = None
-    removes: str | None = None  # the namespace this undo removes
-
-
-class Env(Protocol):
-    """What an action needs from the interpreter (testbed.testbed.Testbed provides it)."""
-
-    def netns(self, node: str) -> str: ...
-
-    def handle(self, ns: str) -> netlink.Netns: ...
-
-    def scratch_dir(self) -> Path: ...
-
-    def defer(self, undo: Undo) -> None: ...
-
-
-def expand(text: str, env: Env) -> str:
-    return text.replace(SCRATCH, str(env.scratch_dir())) if SCRATCH in text else text
-
-
-def run_in(
-    env: Env,
-    ns: str,
-    argv: Sequence[str],
-    *,
-    check: bool = True,
-    input: str | None = None,
-    timeout: float | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run argv (placeholders expanded) in namespace `ns`."""
-    return processes.run(
-        processes.ns_argv(ns, [expand(a, env) for a in argv]),
-        check=check,
-        input=input,
-        timeout=timeout if timeout is not None else process_timeout(60),
-        where=f"namespace {ns}",
-    )
-
-
-def _argv_text(argv: Sequence[str]) -> str:
-    return " ".join(a if a and " " not in a else repr(a) for a in argv)
-
-
-# ---------------------------------------------------------------------------- readiness checks
-
-
-class Check(Protocol):
-    """A readiness condition: None when it holds, else what is still missing."""
-
-    def describe(self) -> str: ...
-
-    def check(self, env: Env) -> str | None: ...
-
-
-def _ip_json(env: Env, node: str, args: Sequence[str]) -> list[dict[str, object]]:
-    out = run_in(env, env.netns(node), ["ip", "-j", *args], check=False)
-    if out.returncode != 0 or not out.stdout.strip():
-        return []
-    try:
-        data = json.loads(out.stdout)
-    except json.JSONDecodeError:
-        return []
-    return data if isinstance(data, list) else []
-
-
-@dataclass(frozen=True)
-class LinkIsUp:
-    node: str
-    dev: str
-
-    def describe(self) -> str:
-        return f"{self.dev} on {self.node} is up"
-
-    def check(self, env: Env) -> str | None:
-        links = _ip_json(env, self.node, ["link", "show", "dev", self.dev])
-        if not links:
-            return f"no interface {self.dev} on {self.node}"
-        flags = links[0].get("flags", [])
-        if not isinstance(flags, list) or "UP" not in flags:
-            return f"{self.dev} on {self.node} is not up"
-        return None
-
-
-@dataclass(frozen=True)
-class LinkExists:
-    node: str
-    dev: str
-
-    def describe(self) -> str:
-        return f"{self.dev} exists on {self.node}"
-
-    def check(self, env: Env) -> str | None:
-        if not _ip_json(env, self.node, ["link", "show", "dev", self.dev]):
-            return f"no interface {self.dev} on {self.node} yet"
-        return None
-
-
-@dataclass(frozen=True)
-class HasAddress:
-    node: str
-    dev: str
-    address: str
-
-    def describe(self) -> str:
-        return f"{self.node}/{self.dev} has {self.address} (not tentative)"
-
-    def check(self, env: Env) -> str | None:
-        want = ipaddress.ip_address(self.address)
-        for link in _ip_json(env, self.node, ["addr", "show", "dev", self.dev]):
-            infos = link.get("addr_info", [])
-            for a in infos if isinstance(infos, list) else []:
-                if ipaddress.ip_address(str(a.get("local", "::"))) == want:
-                    if a.get("tentative"):
-                        return f"{self.address} on {self.node}/{self.dev} is still tentative"
-                    return None
-        return f"no address {self.address} on {self.node}/{self.dev}"
-
-
-@dataclass(frozen=True)
-class HasRoute:
-    node: str
-    family: int
-    dst: str
-    dev: str
-
-    def describe(self) -> str:
-        return f"{self.node} routes {self.dst} into {self.dev}"
-
-    def check(self, env: Env) -> str | None:
-        for r in _ip_json(env, self.node, [f"-{self.family}", "route", "show", self.dst]):
-            if r.get("dev") == self.dev:
-                return None
-        return f"no route {self.dst} dev {self.dev} on {self.node}"
-
-
-@dataclass(frozen=True)
-class Listening:
-    """A socket listens on each of `addresses` at `port` (`ss -l`; udp or tcp)."""
-
-    node: str
-    proto: str
-    addresses: tuple[str, ...]
-    port: int
-
-    def describe(self) -> str:
-        return f"{self.node} listens on {self.proto} " + ", ".join(
-            self._shown(a) for a in self.addresses
-        )
-
-    def _shown(self, addr: str) -> str:
-        return f"[{addr}]:{self.port}" if ":" in addr else f"{addr}:{self.port}"
-
-    def check(self, env: Env) -> str | None:
-        flag = "-u" if self.proto == "udp" else "-t"
-        out = run_in(env, env.netns(self.node), ["ss", "-H", "-l", "-n", flag], check=False)
-        for addr in self.addresses:
-            if self._shown(addr) not in out.stdout:
-                return f"not listening on {self.proto} {self._shown(addr)} yet"
-        return None
-
-
-@dataclass(frozen=True)
-class Succeeds:
-    """argv exits 0 in `node` (and prints `contains`, when given)."""
-
-    node: str
-    argv: tuple[str, ...]
-    contains: str = ""
-
-    def describe(self) -> str:
-        tail = f" and prints {self.contains!r}" if self.contains else ""
-        return f"`{_argv_text(self.argv)}` succeeds on {self.node}{tail}"
-
-    def check(self, env: Env) -> str | None:
-        out = run_in(env, env.netns(self.node), self.argv, check=False)
-        if out.returncode != 0:
-            return f"`{_argv_text(self.argv)}` exits {out.returncode} on {self.node}"
-        if self.contains and self.contains not in out.stdout:
-            return f"`{_argv_text(self.argv)}` does not print {self.contains!r} yet"
-        return None
-
-
-@dataclass(frozen=True)
-class FileExists:
-    """A file exists (a daemon's pid file); `path` may use the {scratch} placeholder."""
-
-    path: str
-
-    def describe(self) -> str:
-        return f"{self.path} exists"
-
-    def check(self, env: Env) -> str | None:
-        return None if Path(expand(self.path, env)).exists() else f"no {self.path} yet"
-
-
-def poll(
-    env: Env,
-    checks: Sequence[Check],
-    deadline_s: float,
-    alive: Callable[[], bool] | None = None,
-) -> str | None:
-    """Wait until every check holds; the last reason one did not (None: all hold)."""
-    import time
-
-    end = Deadline(deadline_s)
-    while True:
-        reason = next((r for r in (c.check(env) for c in checks) if r is not None), None)
-        if reason is None:
-            return None
-        if (alive is not None and not alive()) or end.expired():
-            return reason
-        time.sleep(POLL_S)
-
 
 # ---------------------------------------------------------------------------- core actions
 
@@ -280,7 +57,7 @@ class CreateNamespace:
     def describe(self) -> str:
         return f"create namespace {self.ns} for {self.node}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         # deferred first: a namespace half-created when the process is stopped (or when
         # creation fails midway) is still removed
         env.defer(
@@ -304,7 +81,7 @@ class SetSysctls:
     def describe(self) -> str:
         return f"{self.name or self.ns}: sysctl " + " ".join(f"{k}={v}" for k, v in self.values)
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         ns = self.ns
         if self.restore:
             before = {k: netlink.read_sysctl(ns, k) for k, _v in self.values}
@@ -334,7 +111,7 @@ class AddVeth:
             f"{self.ns_b}/{self.if_b} (ifindex {self.index_b}) mtu {self.mtu}"
         )
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         env.defer(
             Undo(
                 f"remove {self.ns_a}/{self.if_a}",
@@ -347,7 +124,7 @@ class AddVeth:
         )
 
 
-def _delete_link(env: Env, ns: str, ifname: str) -> None:
+def _delete_link(env: TestbedLike, ns: str, ifname: str) -> None:
     if netlink.netns_exists(ns):
         env.handle(ns).delete_link(ifname)
 
@@ -361,7 +138,7 @@ class AddAddress:
     def describe(self) -> str:
         return f"{self.ns}: address {self.cidr} on {self.ifname}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         env.handle(self.ns).add_address(self.ifname, self.cidr)
 
 
@@ -373,7 +150,7 @@ class LinkUp:
     def describe(self) -> str:
         return f"{self.ns}: {self.ifname} up"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         env.handle(self.ns).set_up(self.ifname)
 
 
@@ -387,7 +164,7 @@ class AddRoute:
     def describe(self) -> str:
         return f"{self.ns}: route {self.dst} via {self.via} dev {self.dev}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         env.handle(self.ns).add_route(self.dst, self.via, self.dev)
 
 
@@ -399,7 +176,7 @@ class OffloadOff:
     def describe(self) -> str:
         return f"{self.ns}: segmentation offloads off on {self.ifname} (netem counts per packet)"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         run_in(
             env, self.ns, ["ethtool", "-K", self.ifname, "tso", "off", "gso", "off", "gro", "off"]
         )
@@ -414,7 +191,7 @@ class SetQdisc:
     def describe(self) -> str:
         return f"{self.ns}: tc {' '.join(self.qdisc.argv(self.ifname))}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         processes.run(
             netlink.tc_argv(self.ns, self.qdisc.argv(self.ifname)), where=f"namespace {self.ns}"
         )
@@ -443,7 +220,7 @@ class WaitInterfaces:
         n = sum(len(names) for _ns, _v6, names in self.interfaces)
         return f"wait until {n} interfaces are up (carrier, IPv6 link-local)"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         import time
 
         from testbed import signals
@@ -483,7 +260,7 @@ class Sysctl:
     def describe(self) -> str:
         return self.at("").describe()  # names the node: the namespace is not needed
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         self.at(env.netns(self.node)).apply(env)
 
 
@@ -501,11 +278,11 @@ class Command:
     always_undo: bool = False
 
     def describe(self) -> str:
-        undo = f"  [undo: {_argv_text(self.undo_argv)}]" if self.undo_argv else ""
+        undo = f"  [undo: {argv_text(self.undo_argv)}]" if self.undo_argv else ""
         unless = f"  (unless {', '.join(c.describe() for c in self.unless)})" if self.unless else ""
-        return f"{self.node}: {_argv_text(self.argv)}{undo}{unless}"
+        return f"{self.node}: {argv_text(self.argv)}{undo}{unless}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         ns = env.netns(self.node)
         if self.unless and all(c.check(env) is None for c in self.unless):
             return
@@ -514,7 +291,7 @@ class Command:
             undo = self.undo_argv
             env.defer(
                 Undo(
-                    f"{self.node}: {_argv_text(undo)}",
+                    f"{self.node}: {argv_text(undo)}",
                     lambda: (
                         run_in(env, ns, undo, check=False) if netlink.netns_exists(ns) else None
                     ),
@@ -529,10 +306,10 @@ class Tc(Command):
     """A tc command (qdisc, class, filter) in a node; `tc` is prepended to argv and undo."""
 
     def describe(self) -> str:
-        undo = f"  [undo: tc {_argv_text(self.undo_argv)}]" if self.undo_argv else ""
-        return f"{self.node}: tc {_argv_text(self.argv)}{undo}"
+        undo = f"  [undo: tc {argv_text(self.undo_argv)}]" if self.undo_argv else ""
+        return f"{self.node}: tc {argv_text(self.argv)}{undo}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         Command(
             self.node,
             ("tc", *self.argv),
@@ -553,7 +330,7 @@ class WriteFile:
         lines = self.text.count("\n")
         return f"write {scratch(self.name)} ({lines} lines)"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         path = env.scratch_dir() / self.name
         path.parent.mkdir(parents=True, exist_ok=True)
         env.defer(Undo(f"remove {path}", lambda: path.unlink(missing_ok=True)))
@@ -576,7 +353,7 @@ class EtcFile:
         )
         return f"{self.node}: /etc/{self.name} (as /etc/netns/NS/{self.name}): {body}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         folder = NETNS_ETC / env.netns(self.node)
         path = folder / self.name
         folder.mkdir(parents=True, exist_ok=True)
@@ -604,12 +381,12 @@ class Daemon:
 
     def describe(self) -> str:
         until = "; ready when " + ", ".join(c.describe() for c in self.ready) if self.ready else ""
-        then = f", then {_argv_text(self.after_stop)}" if self.after_stop else ""
+        then = f", then {argv_text(self.after_stop)}" if self.after_stop else ""
         return (
-            f"{self.node}: start {self.name}: {_argv_text(self.argv)}{until}  [undo: stop it{then}]"
+            f"{self.node}: start {self.name}: {argv_text(self.argv)}{until}  [undo: stop it{then}]"
         )
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         log_path = env.scratch_dir() / f"{self.name}-{self.node}.log"
         with open(log_path, "w") as log:
             proc: ManagedProcess = processes.ManagedProcess(
@@ -623,7 +400,7 @@ class Daemon:
             after = self.after_stop
             env.defer(
                 Undo(
-                    f"{self.node}: {_argv_text(after)}",
+                    f"{self.node}: {argv_text(after)}",
                     lambda: (
                         run_in(env, ns, after, check=False) if netlink.netns_exists(ns) else None
                     ),
@@ -660,7 +437,7 @@ class NftRuleset:
         rules = sum(1 for line in self.ruleset.splitlines() if line.strip())
         return f"{self.node}: nft -f - (table {self.table}, {rules} lines)  [undo: delete it]"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         ns = env.netns(self.node)
         family, name = self.table.split()
         env.defer(
@@ -688,7 +465,7 @@ class LoadModule:
     def describe(self) -> str:
         return f"modprobe {self.module} (if not loaded)"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         if Path(f"/sys/module/{self.module}").exists():
             return
         if processes.run(["modprobe", self.module], check=False).returncode != 0:
@@ -706,18 +483,71 @@ class WaitUntil:
     def describe(self) -> str:
         return f"wait until {self.what} is ready: " + "; ".join(c.describe() for c in self.checks)
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: TestbedLike) -> None:
         reason = poll(env, self.checks, self.deadline_s)
         if reason is not None:
             raise KernelError("set up", self.what, 0, reason)
 
 
-class Action(Protocol):
-    """Any plan action."""
+# ---------------------------------------------------------------------------- trial actions
+# What a stressor changes for one trial (testbed.measure), applied in the trial's scope
+# (`tb.scope()`, `tb.apply(...)`): undone when the scope ends. A trial's sysctls are `Sysctl`.
 
-    def describe(self) -> str: ...
 
-    def apply(self, env: Env) -> None: ...
+@dataclass(frozen=True)
+class SetMtu:
+    """The MTU of `ifname` on `node`; the undo sets the MTU it had before."""
+
+    node: str
+    ifname: str
+    mtu: int
+
+    def describe(self) -> str:
+        return f"{self.node}: mtu {self.mtu} on {self.ifname}  [undo: the MTU before]"
+
+    def apply(self, env: TestbedLike) -> None:
+        shown = env.run(self.node, ["ip", "-j", "link", "show", "dev", self.ifname]).stdout
+        old = str(int(json.loads(shown)[0]["mtu"]))
+        node, ifname = self.node, self.ifname
+        env.defer(
+            Undo(
+                f"{node}: mtu {old} on {ifname}",
+                lambda: env.run(node, ["ip", "link", "set", "dev", ifname, "mtu", old],
+                                check=False),
+                within=env.netns(node),
+            )
+        )
+        env.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(self.mtu)])
+
+
+@dataclass(frozen=True)
+class FlushRouteCache:
+    """Flush `node`'s route cache (the path MTUs it learnt) of the IP versions in `now`, and
+    those in `after` when the scope ends (exit status ignored: a version may be off)."""
+
+    node: str
+    now: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        def versions(vs: tuple[int, ...]) -> str:
+            return "/".join(f"IPv{v}" for v in vs) or "nothing"
+
+        return (f"{self.node}: flush the route cache ({versions(self.now)})  [undo: flush "
+                f"{versions(self.after)}]")
+
+    def apply(self, env: TestbedLike) -> None:
+        node = self.node
+
+        def flush(versions: tuple[int, ...]) -> None:
+            for v in versions:
+                env.run(node, ["ip", f"-{v}", "route", "flush", "cache"], check=False)
+
+        if self.after:
+            after = self.after
+            env.defer(Undo(f"{node}: flush the route cache", lambda: flush(after),
+                           within=env.netns(node)))
+        flush(self.now)
 
 
 def remove_namespace(ns: str) -> None:

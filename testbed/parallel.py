@@ -26,13 +26,10 @@ from typing import Any, TextIO
 
 from testbed import processes, results
 from testbed.errors import UsageError
-from testbed.experiment import Experiment, RunSummary, TrialPlan, error_row, plan
+from testbed.experiment import Experiment, RunSummary, TrialPlan, plan, trial_row
 from testbed.progress import format_duration
 from testbed.tiers import timed_kinds
 
-COLUMNS = ("trial_key", "run_id", "experiment", "profile", "measurement", "kind", "point",
-           "group_key", "repetition", "started", "finished", "status", "error", "metrics",
-           "result", "topology", "qdiscs")
 POLL_S = 0.5
 ENV_WORKER = "TESTBED_WORKER"
 """The worker's name, set for the process running a share (recorded in each trial's placement)."""
@@ -153,7 +150,7 @@ def read_rows(db: Path, after: int = 0) -> tuple[list[dict[str, Any]], int]:
                                "ORDER BY rowid", (after,)).fetchall()
     except sqlite3.OperationalError:
         return [], after  # not created yet
-    out = [{c: r[c] for c in COLUMNS} for r in rows]
+    out = [{c: r[c] for c in results.COLUMNS} for r in rows]
     return out, max([after, *(int(r["rid"]) for r in rows)])
 
 
@@ -207,23 +204,14 @@ def read_journal(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int
 def store_row(con: sqlite3.Connection, row: Mapping[str, Any],
               placement: Mapping[str, Any]) -> bool:
     """Store a worker's trial row in the run's database with where it ran (`result.placement`:
-    worker, host, kernel, clock). As results.merge: a stored success is never replaced, an
-    error is replaced only by a success. True if stored."""
+    worker, host, kernel, clock), through the one writer `results.put_trial`: a stored success
+    is never replaced, an error only by a success. True if stored."""
     result = json.loads(row["result"])
     clock = result.get("clock") if isinstance(result.get("clock"), dict) else {}
     result["placement"] = {**placement, "kernel": clock.get("kernel", placement.get("kernel")),
                            "clock": clock.get("label", results.UNRECORDED_CLOCK)}
-    values = {**row, "result": results.canonical(result)}
     with con:
-        old = con.execute("SELECT status FROM trials WHERE trial_key=?",
-                          (row["trial_key"],)).fetchone()
-        if old is not None and (old[0] == "ok" or row["status"] != "ok"):
-            return False
-        if old is not None:
-            con.execute("DELETE FROM trials WHERE trial_key=?", (row["trial_key"],))
-        con.execute(f"INSERT INTO trials ({','.join(COLUMNS)}) VALUES "
-                    f"({','.join('?' * len(COLUMNS))})", tuple(values[c] for c in COLUMNS))
-    return True
+        return results.put_trial(con, {**row, "result": results.canonical(result)})
 
 
 def recorded_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
@@ -480,8 +468,9 @@ class RunBook:
         now = results.wall_time()
         for key in keys:
             t = self.by_key[key]
-            results.write_trial(self.con, error_row(self.exp, self.run_id, t, error, now,
-                                                    {"params": t.params}))
+            results.write_trial(self.con, trial_row(self.exp, self.run_id, t, started=now,
+                                                    finished=now, error=error,
+                                                    result={"params": t.params}))
         self.failed += len(keys)
 
     def _next(self) -> int:

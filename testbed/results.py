@@ -350,23 +350,40 @@ def done_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
     return {str(r["trial_key"]) for r in rows}
 
 
+COLUMNS = ("trial_key", "run_id", "experiment", "profile", "measurement", "kind", "point",
+           "group_key", "repetition", "started", "finished", "status", "error", "metrics",
+           "result", "topology", "qdiscs")
+"""The trials table's columns, in order: a stored row as `put_trial` takes it."""
+_DOCUMENTS = ("point", "metrics", "result", "topology", "qdiscs")  # stored as canonical JSON
+
+
+def row_values(row: TrialRow) -> dict[str, Any]:
+    """A trial as the trials table stores it: column -> value (documents as canonical JSON)."""
+    doc = row.to_dict()
+    return {c: canonical(doc[c]) if c in _DOCUMENTS else doc[c] for c in COLUMNS}
+
+
+def put_trial(con: sqlite3.Connection, values: Mapping[str, Any], *, retry: bool = False
+              ) -> bool:
+    """The one writer of the trials table (in the caller's transaction): a stored success is
+    never replaced, a stored error is replaced by a success — and, with `retry` (a new
+    attempt of the trial by the run it belongs to), by a new error too. True if stored."""
+    old = con.execute("SELECT status FROM trials WHERE trial_key=?",
+                      (values["trial_key"],)).fetchone()
+    if old is not None:
+        if old[0] == "ok" or (values["status"] != "ok" and not retry):
+            return False
+        con.execute("DELETE FROM trials WHERE trial_key=?", (values["trial_key"],))
+    con.execute(f"INSERT INTO trials ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})",
+                tuple(values[c] for c in COLUMNS))
+    return True
+
+
 def write_trial(con: sqlite3.Connection, row: TrialRow) -> None:
-    """Store one trial at once (committed). A trial key is written once; an error row may be
-    replaced by a later successful attempt of the same trial."""
+    """Store one trial of this run at once (committed). A trial key is written once; an error
+    row may be replaced by a later attempt of the same trial."""
     with con:
-        old = con.execute("SELECT status FROM trials WHERE trial_key=?",
-                          (row.trial_key,)).fetchone()
-        if old is not None:
-            if old["status"] == "ok":
-                return
-            con.execute("DELETE FROM trials WHERE trial_key=?", (row.trial_key,))
-        con.execute(
-            "INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (row.trial_key, row.run_id, row.experiment, row.profile, row.measurement, row.kind,
-             canonical(row.point), row.group_key, row.repetition, row.started, row.finished,
-             row.status, row.error, canonical(row.metrics), canonical(row.result),
-             canonical(row.topology), canonical(row.qdiscs)),
-        )
+        put_trial(con, row_values(row), retry=True)
 
 
 def _row(r: sqlite3.Row) -> TrialRow:
@@ -425,15 +442,7 @@ def merge(src: Path, dst: Path) -> int:
                     d.execute("UPDATE runs SET finished=? WHERE run_id=? AND finished IS NULL",
                               (r["finished"], r["run_id"]))
             for r in s.execute("SELECT * FROM trials"):
-                old = d.execute("SELECT status FROM trials WHERE trial_key=?",
-                                (r["trial_key"],)).fetchone()
-                if old is not None and (old["status"] == "ok" or r["status"] != "ok"):
-                    continue
-                if old is not None:
-                    d.execute("DELETE FROM trials WHERE trial_key=?", (r["trial_key"],))
-                d.execute("INSERT INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          tuple(r))
-                copied += 1
+                copied += put_trial(d, dict(r))
     return copied
 
 

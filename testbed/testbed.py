@@ -15,9 +15,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from testbed import capabilities, netlink, processes, signals, state
-from testbed.actions import Action, Undo, remove_namespace
-from testbed.errors import MissingCapability, TestbedError, UsageError
+from testbed import capabilities, netlink, processes, signals, state, waiting
+from testbed.actions import (
+    Action,
+    AddAddress,
+    AddRoute,
+    AddVeth,
+    CreateNamespace,
+    LinkUp,
+    OffloadOff,
+    SetQdisc,
+    SetSysctls,
+    Undo,
+    WaitInterfaces,
+    remove_namespace,
+)
+from testbed.addressing import Interface
+from testbed.errors import DaemonError, MissingCapability, TestbedError, UsageError
 from testbed.plan import Plan, plan_for, run_namespaces
 from testbed.topology import Topology
 
@@ -304,7 +318,7 @@ class Testbed:
             )
         return d
 
-    def interfaces(self, node: str) -> list[Any]:
+    def interfaces(self, node: str) -> list[Interface]:
         return self._plan().addresses.of(node)
 
     def run(
@@ -349,6 +363,92 @@ class Testbed:
                 q["node"] = node
                 out.append(q)
         return out
+
+    # ------------------------------------------------------------------ restarting a node
+
+    def relink_node(self, node: str) -> None:
+        """Every interface of `node` down and up again; the addresses and routes the kernel
+        dropped with them put back from the plan (`ip ... replace`): a "software" reset."""
+        plan = self._plan()
+        ns = plan.namespaces[node]
+        ifaces = [i.name for i in self.interfaces(node)]
+        for i in ifaces:
+            self.run(node, ["ip", "link", "set", "dev", i, "down"])
+        for i in ifaces:
+            self.run(node, ["ip", "link", "set", "dev", i, "up"])
+        for a in plan.actions:
+            if isinstance(a, AddAddress) and a.ns == ns:
+                self.run(node, ["ip", "addr", "replace", a.cidr, "dev", a.ifname])
+            elif isinstance(a, AddRoute) and a.ns == ns:
+                argv = ["ip", "route", "replace", a.dst]
+                if a.via:
+                    argv += ["via", a.via]
+                if a.dev:
+                    argv += ["dev", a.dev]
+                self.run(node, argv)
+
+    def rebuild_node(self, node: str) -> None:
+        """Destroy `node`'s namespace (its veths, addresses, routes, sysctls and processes with
+        it) and rebuild it, its links and the far ends' state from the plan, through the same
+        actions that built it: a "hardware" reset. The rebuilt node outlives the caller's
+        scope: the build's own undos remove it (and its links) by name at teardown."""
+        plan = self._plan()
+        ns = plan.namespaces[node]
+        actions = node_actions(plan, node)
+        handle = self._handles.pop(ns, None)
+        if handle is not None:
+            handle.close()
+        remove_namespace(ns)
+        # the kernel destroys a removed namespace's devices (and their veth peers) asynchronously
+        peers = [(n, i) for n, i in link_ends(plan, node) if n != ns]
+        by_ns = {v: k for k, v in plan.namespaces.items()}
+
+        def gone() -> bool:
+            return all(self.run(by_ns[n], ["ip", "link", "show", "dev", i], check=False)
+                       .returncode != 0 for n, i in peers)
+
+        if not waiting.wait_for(gone, 10.0):
+            raise DaemonError("reset", node, "the peers' interfaces of the removed namespace "
+                              "still exist after 10 s", ", ".join(f"{n}/{i}" for n, i in peers))
+        self._scopes.append([])  # the rebuild's undos duplicate the build's: dropped below
+        try:
+            for a in actions:
+                a.apply(self)
+        finally:
+            self._close_handles()
+            self._scopes.pop()
+
+
+def link_ends(plan: Plan, node: str) -> set[tuple[str, str]]:
+    """(namespace, interface) of every end of every link of `node`."""
+    ns = plan.namespaces[node]
+    out = set()
+    for a in plan.actions:
+        if isinstance(a, AddVeth) and ns in (a.ns_a, a.ns_b):
+            out.add((a.ns_a, a.if_a))
+            out.add((a.ns_b, a.if_b))
+    return out
+
+
+def node_actions(plan: Plan, node: str) -> list[Action]:
+    """The plan's actions that rebuild `node` and its links' far ends, in plan order."""
+    ns = plan.namespaces[node]
+    ends = link_ends(plan, node)
+    keep: list[Action] = []
+    for a in plan.actions:
+        if isinstance(a, CreateNamespace | SetSysctls):
+            wanted = a.ns == ns
+        elif isinstance(a, AddVeth):
+            wanted = ns in (a.ns_a, a.ns_b)
+        elif isinstance(a, AddAddress | LinkUp | OffloadOff | SetQdisc):
+            wanted = (a.ns, a.ifname) in ends
+        elif isinstance(a, AddRoute):
+            wanted = a.ns == ns or (a.ns, a.dev) in ends
+        else:  # the plan's own wait (every interface) is kept; node features are not
+            wanted = isinstance(a, WaitInterfaces)
+        if wanted:
+            keep.append(a)
+    return keep
 
 
 def check_needs(plan: Plan) -> None:

@@ -239,7 +239,7 @@ def _coerce_param(name: str, text: str, default: Any, file: str) -> Any:
     return text
 
 
-def _substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> Any:
+def substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> Any:
     """Replace ${param} references; a whole-string reference keeps the parameter's type."""
     if isinstance(value, str):
 
@@ -262,10 +262,10 @@ def _substitute(value: Any, params: Mapping[str, Any], file: str, key: str) -> A
 
         return PARAM_REF.sub(repl, value)
     if isinstance(value, list):
-        return [_substitute(v, params, file, f"{key}[{i}]") for i, v in enumerate(value)]
+        return [substitute(v, params, file, f"{key}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, dict):
         return {
-            k: _substitute(v, params, file, f"{key}.{k}" if key else k) for k, v in value.items()
+            k: substitute(v, params, file, f"{key}.{k}" if key else k) for k, v in value.items()
         }
     return value
 
@@ -354,7 +354,7 @@ def topology_from_dict(
     _check_keys(raw, _TOP_KEYS, file, "")
     params = _resolve_params(raw, overrides or {}, file)
     body = {k: v for k, v in raw.items() if k != "params"}
-    body = _substitute(body, params, file, "")
+    body = substitute(body, params, file, "")
 
     name = body.get("name", default_name)
     if not isinstance(name, str) or not name:

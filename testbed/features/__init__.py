@@ -136,12 +136,12 @@ def kernel_needs_of_file(path: str | Path,
     if not isinstance(tables, list):
         return ()
     if switches is not None:
-        from testbed.topology import _substitute  # the one ${param} resolver
+        from testbed.topology import substitute  # the one ${param} resolver
 
         defaults = raw.get("params", {})
         values = {**(defaults if isinstance(defaults, dict) else {}), **switches}
         tables = [t for i, t in enumerate(tables) if isinstance(t, dict) and bool(
-            _substitute(t.get("enabled", True), values, str(path), f"features[{i}].enabled"))]
+            substitute(t.get("enabled", True), values, str(path), f"features[{i}].enabled"))]
     return kernel_needs(t for t in tables if isinstance(t, dict))
 
 

@@ -10,44 +10,17 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from testbed import waiting
 from testbed.addressing import Interface
+from testbed.api import TestbedLike
 from testbed.features.base import Feature
 from testbed.measure import iperf
 from testbed.measure.kinds.base import wait_listening
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-class RouterTestbed(Protocol):
-    """What the router features' checks need of `testbed.testbed.Testbed` (a RouterTestbed
-    whose run() also takes stdin text, with a scratch folder)."""
-
-    @property
-    def topology(self) -> Any: ...
-
-    def netns(self, node: str) -> str: ...
-
-    def address(self, node: str, family: int, peer: str | None = None) -> str: ...
-
-    def run(
-        self,
-        node: str,
-        argv: Sequence[str],
-        *,
-        check: bool = True,
-        timeout: float | None = None,
-        input: str | None = None,
-    ) -> subprocess.CompletedProcess[str]: ...
-
-    def popen(self, node: str, argv: Sequence[str], *, name: str = "", **popen_kw: Any) -> Any: ...
-
-    def qdiscs(self) -> list[dict[str, Any]]: ...
-
-    def scratch_dir(self) -> Path: ...
+RouterTestbed = TestbedLike  # the one Testbed interface (testbed.api), as the features name it
 
 
 # --- addresses and nft words ----------------------------------------------------------------------

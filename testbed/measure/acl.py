@@ -6,17 +6,21 @@ nftables rule whose *first* expression is a counter: it counts every packet that
 rule, matched or not, so the counters prove that every packet walked every rule. Applied on the
 ingress interface (`in`: a prerouting chain with `iifname`), the egress (`out`: postrouting,
 `oifname`) or both. Each IP version has its own list (a jump on `meta nfproto`), as the paper
-had one ACL for IPv4 and one for IPv6. `Acl` is a per-trial scope: the table goes with it.
+had one ACL for IPv4 and one for IPv6. `Acl` is a per-trial scope of the Testbed's journal: the
+table goes with it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from testbed.actions import NftRuleset
+from testbed.api import TestbedLike
 from testbed.errors import SpecError
 
 TABLE = "tbacl"
@@ -73,10 +77,12 @@ def rule_counters(nft_json: str) -> list[dict[str, Any]]:
 
 
 class Acl:
-    """A per-trial ACL on `router` (no table when `rules` is 0); `counters()` reads them."""
+    """A per-trial ACL on `router` (no table when `rules` is 0): an `NftRuleset` applied in a
+    scope of the Testbed's journal, whose end deletes the table; `counters()` reads them.
+    (`scratch` is not used: the rule set goes to `nft -f -` on its input.)"""
 
-    def __init__(self, tb: Any, router: str, rules: int, apply: str, in_if: str, out_if: str,
-                 dst: Mapping[int, str], scratch: Path) -> None:
+    def __init__(self, tb: TestbedLike, router: str, rules: int, apply: str, in_if: str,
+                 out_if: str, dst: Mapping[int, str], scratch: Path | None = None) -> None:
         if rules < 0:
             raise SpecError("measurement", "rules", f"{rules!r} rules", "0, 1, 25 or more")
         self.tb = tb
@@ -84,22 +90,22 @@ class Acl:
         self.rules = rules
         self.apply = apply
         self.text = ruleset(rules, apply, in_if, out_if, dst) if rules else ""
-        self.file = scratch / f"acl-{router}.nft"
         self.active = False
+        self.stack = ExitStack()
 
     def __enter__(self) -> Acl:
-        if self.rules:
-            self.file.write_text(self.text)
-            self.tb.run(self.router, ["nft", "-f", str(self.file)])
-            self.active = True
+        with ExitStack() as opening:
+            opening.enter_context(self.tb.scope())
+            if self.rules:
+                self.tb.apply(NftRuleset(self.router, self.text, f"inet {TABLE}"))
+                self.active = True
+            self.stack = opening.pop_all()  # open until __exit__ (closed now on a failure)
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self.active:
-            self.tb.run(self.router, ["nft", "delete", "table", "inet", TABLE], check=False)
-            self.active = False
-        self.file.unlink(missing_ok=True)
+        self.active = False
+        self.stack.__exit__(et, ev, tb)
 
     def counters(self) -> list[dict[str, Any]]:
         if not self.active:

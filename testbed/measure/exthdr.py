@@ -6,7 +6,7 @@ type 0 with nothing left to visit, an atomic Fragment header, Destination Option
 order); `dest20` (twenty Destination Options headers); `rh0` (Routing Header type 0 naming the
 router as the next hop with one segment left: Linux drops it, RFC 5095); `srh` (a Segment
 Routing header, type 4, RFC 8754: the router is the active segment and forwards to the final
-one — today's equivalent; the router needs `seg6_enabled`, which `Seg6Scope` sets per trial).
+one — today's equivalent; the router needs `seg6_enabled`, set per trial by `stress.sysctl_set`).
 
 `echo4`/`echo6` are ICMP echo requests to the router itself (its ICMP load test).
 The sender runs inside a node as `python -m testbed.measure.exthdr send ...`: scapy builds the

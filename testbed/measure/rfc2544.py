@@ -136,123 +136,163 @@ def throughput_search(
     `max_late_s`: see `passed`.
     """
 
-    def _passed(o: TrialOutcome, tol: float) -> bool:
-        return passed(o, tol, max_late_s)
-
     if max_rate <= 0 or resolution <= 0:
         raise ValueError("max_rate and resolution must be positive")
-    trials: list[TrialOutcome] = []
     # The bracket is kept in offered rates (a sender a few tenths of a % behind its schedule
     # must not keep it from closing); the result is the most a passing trial really sent.
-    lo = min_rate  # highest rate known to pass (min_rate assumed, not tested, unless tried)
-    lo_tested = False
-    hi = max_rate  # lowest rate known to fail or not reachable; max_rate itself untested
-    generator_max: float | None = None
-    generator_capped = False
-    device_failed = False
-    hi_short = False  # whether `hi` was last set by a trial whose generator fell short
+    s = _Search(trial, max_rate, resolution, min_rate, loss_tolerance, generator_tolerance,
+                max_trials, max_late_s, credit_tolerance, lo=min_rate, hi=max_rate)
+    first = s.run(max_rate)
+    if s.passed(first) and not s.short(first):
+        return ThroughputResult(
+            max_rate, "max_rate", resolution, max_rate, None, tuple(s.trials),
+            "no loss at the highest rate tried: the device is at least this fast",
+            first.achieved,
+        )
+    s.after_first(first, guess_from_loss)
+    s.bisect()
+    return s.result()
 
-    def run(rate: float) -> TrialOutcome:
-        out = trial(rate)
-        trials.append(out)
+
+@dataclass
+class _Search:
+    """One throughput search's state (`throughput_search`): the bracket [lo, hi] in offered
+    rates and what the trials so far said of the generator and the device."""
+
+    trial: Trial
+    max_rate: float
+    resolution: float
+    min_rate: float
+    loss_tolerance: float
+    generator_tolerance: float
+    max_trials: int
+    max_late_s: float | None
+    credit_tolerance: float
+    lo: float  # highest rate known to pass (min_rate assumed, not tested, unless tried)
+    hi: float  # lowest rate known to fail or not reachable; max_rate itself untested
+    lo_tested: bool = False
+    hi_short: bool = False  # whether `hi` was last set by a trial whose generator fell short
+    generator_max: float | None = None
+    generator_capped: bool = False
+    device_failed: bool = False
+    trials: list[TrialOutcome] = field(default_factory=list)
+
+    def passed(self, o: TrialOutcome) -> bool:
+        return passed(o, self.loss_tolerance, self.max_late_s)
+
+    def short(self, o: TrialOutcome) -> bool:
+        return o.generator_short(self.generator_tolerance)
+
+    def run(self, rate: float) -> TrialOutcome:
+        out = self.trial(rate)
+        self.trials.append(out)
         return out
 
-    first = run(max_rate)
-    if _passed(first, loss_tolerance):
-        if not first.generator_short(generator_tolerance):
-            return ThroughputResult(
-                max_rate, "max_rate", resolution, max_rate, None, tuple(trials),
-                "no loss at the highest rate tried: the device is at least this fast",
-                first.achieved,
-            )
-        generator_capped = True
-        generator_max = first.achieved
-        lo, lo_tested = first.achieved, True
-        hi, hi_short = first.achieved, True  # nothing to search: the generator cannot go higher
-    else:
-        device_failed = not first.generator_short(generator_tolerance)
-        if first.generator_short(generator_tolerance):
-            generator_max = first.achieved
-        hi, hi_short = max_rate, first.generator_short(generator_tolerance)
+    def after_first(self, first: TrialOutcome, guess_from_loss: bool) -> None:
+        """The bracket after the first trial (at max_rate), which did not simply pass."""
+        if self.passed(first):  # but the generator fell short of max_rate
+            self.generator_capped = True
+            self.generator_max = first.achieved
+            self.lo, self.lo_tested = first.achieved, True
+            # nothing to search: the generator cannot go higher
+            self.hi, self.hi_short = first.achieved, True
+            return
+        self.device_failed = not self.short(first)
+        if self.short(first):
+            self.generator_max = first.achieved
+        self.hi, self.hi_short = self.max_rate, self.short(first)
         if guess_from_loss and first.sent:
-            delivered = first.received / first.sent
-            if first.late_s and first.duration_s and delivered >= 1.0:
-                # everything arrived, late: the sustained rate is about sent / (time + lateness);
-                # the queue drained while the sender stalled, so the lateness hides the stalls
-                late = first.late_s + first.stalled_s
-                delivered = first.duration_s / (first.duration_s + late)
-            # on the resolution's grid, so a lateness a few µs different picks the same rate
-            guess = first.credited(credit_tolerance) * delivered * 0.995
-            guess = math.floor(guess / resolution) * resolution
-            if min_rate < guess < hi - resolution:
-                out = run(guess)
-                if _passed(out, loss_tolerance) and not out.generator_short(generator_tolerance):
-                    lo, lo_tested = guess, True
-                elif _passed(out, loss_tolerance):
-                    # what was really sent passed; nothing is known of `guess` itself
-                    generator_max = max(generator_max or 0.0, out.achieved)
-                    lo, lo_tested = max(lo, out.achieved), True
-                else:
-                    hi_short = out.generator_short(generator_tolerance)
-                    device_failed = device_failed or not hi_short
-                    hi = guess
+            self.guess(first)
 
-    boost = 1.0  # > 1 while re-asking a rate the generator fell short of (see below)
-    while hi - lo > resolution and len(trials) < max_trials:
-        mid = (lo + hi) / 2.0
-        out = run(mid * boost)
-        short = out.achieved < mid * (1.0 - generator_tolerance)  # short of `mid` itself
-        if _passed(out, loss_tolerance):
-            if not short:
-                # what was really sent (within the generator tolerance of `mid`) passed
-                lo, lo_tested, boost = max(lo, mid), True, 1.0
-                continue
-            generator_max = max(generator_max or 0.0, out.achieved)
-            if out.achieved > lo + resolution / 2.0:
-                # the device carried what was really sent; `mid` itself is still open
-                # (on a busy machine the generator falls short now and then, not always)
-                lo, lo_tested, boost = out.achieved, True, 1.0
-            elif boost == 1.0 and out.achieved > 0:
-                # no progress: ask once more, that much faster, to really send `mid` (near
-                # a shaper's rate a paced sender can fall a few % short of its schedule)
-                boost = min(1.1, mid / out.achieved)
-            else:
-                # still no progress: the generator cannot get above `lo` here
-                generator_capped = True
-                lo, lo_tested = max(lo, out.achieved), True
-                hi, hi_short, boost = mid, True, 1.0
+    def guess(self, first: TrialOutcome) -> None:
+        """Try just under the rate that got through the first (failing) trial."""
+        delivered = first.received / first.sent
+        if first.late_s and first.duration_s and delivered >= 1.0:
+            # everything arrived, late: the sustained rate is about sent / (time + lateness);
+            # the queue drained while the sender stalled, so the lateness hides the stalls
+            late = first.late_s + first.stalled_s
+            delivered = first.duration_s / (first.duration_s + late)
+        # on the resolution's grid, so a lateness a few µs different picks the same rate
+        guess = first.credited(self.credit_tolerance) * delivered * 0.995
+        guess = math.floor(guess / self.resolution) * self.resolution
+        if not self.min_rate < guess < self.hi - self.resolution:
+            return
+        out = self.run(guess)
+        if self.passed(out) and not self.short(out):
+            self.lo, self.lo_tested = guess, True
+        elif self.passed(out):
+            # what was really sent passed; nothing is known of `guess` itself
+            self.generator_max = max(self.generator_max or 0.0, out.achieved)
+            self.lo, self.lo_tested = max(self.lo, out.achieved), True
         else:
-            if not short:
-                device_failed = True
-            elif generator_max is None or out.achieved > generator_max:
-                generator_max = out.achieved
-            # loss at what was really sent, or at `mid` when that was less
-            hi, hi_short, boost = min(hi, max(mid, out.achieved)), short, 1.0
+            self.hi_short = self.short(out)
+            self.device_failed = self.device_failed or not self.hi_short
+            self.hi = guess
 
-    if not lo_tested:
+    def bisect(self) -> None:
+        """Halve the bracket until it is narrower than the resolution (or trials run out)."""
+        boost = 1.0  # > 1 while re-asking a rate the generator fell short of (see below)
+        while self.hi - self.lo > self.resolution and len(self.trials) < self.max_trials:
+            mid = (self.lo + self.hi) / 2.0
+            out = self.run(mid * boost)
+            short = out.achieved < mid * (1.0 - self.generator_tolerance)  # short of `mid`
+            if self.passed(out):
+                if not short:
+                    # what was really sent (within the generator tolerance of `mid`) passed
+                    self.lo, self.lo_tested, boost = max(self.lo, mid), True, 1.0
+                    continue
+                self.generator_max = max(self.generator_max or 0.0, out.achieved)
+                if out.achieved > self.lo + self.resolution / 2.0:
+                    # the device carried what was really sent; `mid` itself is still open
+                    # (on a busy machine the generator falls short now and then, not always)
+                    self.lo, self.lo_tested, boost = out.achieved, True, 1.0
+                elif boost == 1.0 and out.achieved > 0:
+                    # no progress: ask once more, that much faster, to really send `mid`
+                    # (near a shaper's rate a paced sender can fall a few % short of its
+                    # schedule)
+                    boost = min(1.1, mid / out.achieved)
+                else:
+                    # still no progress: the generator cannot get above `lo` here
+                    self.generator_capped = True
+                    self.lo, self.lo_tested = max(self.lo, out.achieved), True
+                    self.hi, self.hi_short, boost = mid, True, 1.0
+            else:
+                if not short:
+                    self.device_failed = True
+                elif self.generator_max is None or out.achieved > self.generator_max:
+                    self.generator_max = out.achieved
+                # loss at what was really sent, or at `mid` when that was less
+                self.hi, self.hi_short = min(self.hi, max(mid, out.achieved)), short
+                boost = 1.0
+
+    def result(self) -> ThroughputResult:
+        trials, resolution, max_rate = tuple(self.trials), self.resolution, self.max_rate
+        gmax = self.generator_max
+        if not self.lo_tested:
+            return ThroughputResult(
+                None, "nothing_passed", resolution, max_rate, gmax, trials,
+                f"every trial lost frames, down to {self.hi:g}",
+            )
+        best, sent = max((t.credited(self.credit_tolerance), t.achieved)
+                         for t in trials if self.passed(t))
+        generator_limited = self.generator_capped and self.hi_short  # a short trial set `hi`
+        if generator_limited and not self.device_failed:
+            return ThroughputResult(
+                best, "generator", resolution, max_rate, gmax, trials,
+                f"the traffic generator could not offer more than {gmax:g}; "
+                "the device lost nothing up to there, so its own limit was not found", sent,
+            )
+        if generator_limited:
+            return ThroughputResult(
+                best, "generator", resolution, max_rate, gmax, trials,
+                f"the generator fell short of the offered rate near {gmax:g} and some "
+                "trials lost frames: the limit found may be the generator's, not the "
+                "device's", sent,
+            )
         return ThroughputResult(
-            None, "nothing_passed", resolution, max_rate, generator_max, tuple(trials),
-            f"every trial lost frames, down to {hi:g}",
+            best, "device", resolution, max_rate, gmax, trials,
+            f"zero loss at {best:g}, loss above it (to within {resolution:g})", sent,
         )
-    best, sent = max((t.credited(credit_tolerance), t.achieved)
-                     for t in trials if _passed(t, loss_tolerance))
-    generator_limited = generator_capped and hi_short  # a short trial set the bracket's top
-    if generator_limited and not device_failed:
-        return ThroughputResult(
-            best, "generator", resolution, max_rate, generator_max, tuple(trials),
-            f"the traffic generator could not offer more than {generator_max:g}; "
-            "the device lost nothing up to there, so its own limit was not found", sent,
-        )
-    if generator_limited:
-        return ThroughputResult(
-            best, "generator", resolution, max_rate, generator_max, tuple(trials),
-            f"the generator fell short of the offered rate near {generator_max:g} and some "
-            "trials lost frames: the limit found may be the generator's, not the device's", sent,
-        )
-    return ThroughputResult(
-        best, "device", resolution, max_rate, generator_max, tuple(trials),
-        f"zero loss at {best:g}, loss above it (to within {resolution:g})", sent,
-    )
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ Kernel forwarding has no process of its own: on veth it runs in softirq context 
 CPU handed the packet over — usually inside the *sender's* system call — so machine-wide
 softirq/system time (`cpu.py`) mixes the router's work with the generator's and receiver's.
 
-This module separates it. For one trial (`RouterCpu` is a context manager that undoes what it
-sets) every interface of every node gets threaded NAPI: GRO on (which gives a veth its NAPI
-instance; forwarded UDP is not aggregated, rx-udp-gro-forwarding stays off) and
+This module separates it. For one trial (`RouterCpu` is a context manager: a scope of the
+Testbed's journal, which undoes what it sets) every interface of every node gets threaded
+NAPI: GRO on (which gives a veth its NAPI instance; forwarded UDP is not aggregated,
+rx-udp-gro-forwarding stays off) and
 `/sys/class/net/IF/threaded` = 1, and TSO off on every device (a veth hands packets to its
 peer's NAPI only when the sending device has no TSO). The kernel then receives each interface's
 packets in a kernel thread `napi/IF-ID`: for a router that thread does the whole forwarding
@@ -24,11 +25,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from testbed.actions import Command
+from testbed.api import TestbedLike
 from testbed.errors import KernelError
 
 PROC = Path("/proc")
@@ -78,31 +82,27 @@ class Iface:
     ifname: str
 
 
-@dataclass
-class _Saved:
-    gro: bool
-    tso: bool
-    threaded: str
-
-
-def node_ifaces(tb: Any, node: str) -> list[str]:
+def node_ifaces(tb: TestbedLike, node: str) -> list[str]:
     """The interfaces of `node` except loopback (`ip -j link`)."""
     out = tb.run(node, ["ip", "-j", "link", "show"]).stdout
     return [str(i["ifname"]) for i in json.loads(out or "[]") if i.get("ifname") != "lo"
             and "LOOPBACK" not in i.get("flags", [])]
 
 
-def _write(tb: Any, node: str, path: str, value: str) -> None:
-    tb.run(node, ["sh", "-c", 'echo "$1" > "$2"', "sh", value, path])
+def write_argv(path: str, value: str) -> tuple[str, ...]:
+    """argv that writes `value` into the file `path` (a sysfs knob) inside a node."""
+    return ("sh", "-c", 'echo "$1" > "$2"', "sh", value, path)
 
 
 class RouterCpu:
     """Threaded NAPI on every interface for one trial; `start()`/`stop()` time the threads.
 
+    What it sets is a `Command` per interface (with the undo that puts back what was read
+    before) applied in a scope of the Testbed's journal, which ends with the block.
     `routers`: the nodes whose threads make `router_cpu_pct` (default: role = router).
     """
 
-    def __init__(self, tb: Any, routers: Sequence[str] | None = None,
+    def __init__(self, tb: TestbedLike, routers: Sequence[str] | None = None,
                  nodes: Sequence[str] | None = None) -> None:
         self.tb = tb
         topo = tb.topology
@@ -113,36 +113,39 @@ class RouterCpu:
         self.routers = list(routers)
         self.nodes = names
         self.threads: dict[Iface, int] = {}
-        self._saved: dict[Iface, _Saved] = {}
+        self.stack = ExitStack()
         self._t0 = 0.0
         self._ns0: dict[Iface, int] = {}
 
     # -- scope --------------------------------------------------------------------------------
 
     def __enter__(self) -> RouterCpu:
-        try:
+        with ExitStack() as opening:
+            opening.enter_context(self.tb.scope())
             self._setup()
-        except BaseException:
-            self._restore()
-            raise
+            self.stack = opening.pop_all()  # open until __exit__ (closed now on a failure)
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._restore()
+        self.threads.clear()
+        self.stack.__exit__(et, ev, tb)
 
     def _setup(self) -> None:
         ifaces = [Iface(n, i) for n in self.nodes for i in node_ifaces(self.tb, n)]
+        threaded: dict[Iface, str] = {}
         for f in ifaces:  # TSO off everywhere first: a sender's TSO bypasses the peer's NAPI
             feats = features(self.tb.run(f.node, ["ethtool", "--json", "-k", f.ifname]).stdout)
-            threaded = self.tb.run(f.node, ["cat", f"/sys/class/net/{f.ifname}/threaded"],
-                                   check=False).stdout.strip() or "0"
-            self._saved[f] = _Saved(feats.get("generic-receive-offload", False),
-                                    feats.get("tcp-segmentation-offload", False), threaded)
-            self.tb.run(f.node, ["ethtool", "-K", f.ifname, "tso", "off", "gro", "on"])
+            threaded[f] = self.tb.run(f.node, ["cat", f"/sys/class/net/{f.ifname}/threaded"],
+                                      check=False).stdout.strip() or "0"
+            gro = "on" if feats.get("generic-receive-offload", False) else "off"
+            tso = "on" if feats.get("tcp-segmentation-offload", False) else "off"
+            self.tb.apply(Command(f.node, ("ethtool", "-K", f.ifname, "tso", "off", "gro", "on"),
+                                  ("ethtool", "-K", f.ifname, "gro", gro, "tso", tso)))
         for f in ifaces:
+            path = f"/sys/class/net/{f.ifname}/threaded"
             before = set(napi_threads())
-            _write(self.tb, f.node, f"/sys/class/net/{f.ifname}/threaded", "1")
+            self.tb.apply(Command(f.node, write_argv(path, "1"), write_argv(path, threaded[f])))
             new = [pid for pid, name in napi_threads().items()
                    if pid not in before and name.startswith(f"napi/{f.ifname}-")]
             if len(new) != 1:
@@ -151,15 +154,6 @@ class RouterCpu:
                     f"found {len(new)} new napi/{f.ifname}-* threads (needs veth NAPI: "
                     "Linux >= 5.13; another tool toggling NAPI at the same moment?)")
             self.threads[f] = new[0]
-
-    def _restore(self) -> None:
-        for f, s in reversed(list(self._saved.items())):
-            self.tb.run(f.node, ["sh", "-c", 'echo "$1" > "$2"', "sh", s.threaded,
-                                 f"/sys/class/net/{f.ifname}/threaded"], check=False)
-            self.tb.run(f.node, ["ethtool", "-K", f.ifname, "gro", "on" if s.gro else "off",
-                                 "tso", "on" if s.tso else "off"], check=False)
-        self._saved.clear()
-        self.threads.clear()
 
     # -- sampling -----------------------------------------------------------------------------
 

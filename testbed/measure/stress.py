@@ -1,6 +1,9 @@
 """Router stressors of dobrinov-2016 as plain functions over a TestbedLike: mixed IPv4/IPv6
 UDP streams (offered load, zero-loss maximum), ICMP echo load, fragment counting.
 
+What a stressor changes for a trial (MTUs, sysctls, route caches) is a typed action
+(testbed.actions) applied in a scope of the Testbed's journal (`tb.scope()`), which undoes it.
+
 Traffic comes from the project's own paced UDP probe (`udpprobe`, one sender and one receiver
 per IP version and direction) and from `ping`; the router's CPU from `routercpu.RouterCpu`.
 ACL rule sets live in `acl.py`, extension headers in `exthdr.py`, restarts in `reset.py`.
@@ -14,9 +17,12 @@ import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from testbed import units, waiting
+from testbed.actions import FlushRouteCache, SetMtu, Sysctl
+from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
 from testbed.measure import ping, rfc2544, udpprobe
 from testbed.measure.routercpu import RouterCpu
@@ -82,21 +88,21 @@ class FlowSpec:
     pps: float
 
 
-def _wait_udp(tb: Any, node: str, port: int, proc: Any) -> None:
+def _wait_udp(tb: TestbedLike, node: str, port: int, proc: ProcessLike) -> None:
     from testbed.measure.kinds.base import wait_listening
 
     wait_listening(tb, node, port, "udp", proc, what="udp receiver")
 
 
-def run_flows(tb: Any, ctx: Any, flows: Sequence[FlowSpec], frame_size: int, duration: float,
-              cpu: RouterCpu | None = None, idle_s: float = 0.5,
+def run_flows(tb: TestbedLike, ctx: Any, flows: Sequence[FlowSpec], frame_size: int,
+              duration: float, cpu: RouterCpu | None = None, idle_s: float = 0.5,
               timestamps: bool = False) -> dict[str, Any]:
     """Run every flow at once for `duration` s; per flow what was offered, sent and received,
     and the router's CPU over the sending time. With `timestamps`, the flows to one node share
     one receiver bound to `::` (IPv4 arrives IPv4-mapped), whose arrival times give the
     inter-packet delay of the mixed stream as it reaches the receiver."""
     keys = [(f.dst, 0 if timestamps else f.ip) for f in flows]
-    recv: dict[tuple[str, int], tuple[int, Any, Any]] = {}
+    recv: dict[tuple[str, int], tuple[int, Path, ProcessLike]] = {}
     try:
         for key, f in zip(keys, flows, strict=True):
             if key in recv:
@@ -214,7 +220,7 @@ def mix_flows(ratio: str | None, ip: int, total_pps: float, direction: str,
             for v, share in ratio_shares(ratio, ip)]
 
 
-def offered_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+def offered_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                                    dict[str, Any]]:
     """One point of an offered-load sweep: `load` of `line_rate` in `frame_size` frames."""
     frame = int(p["frame_size"])
@@ -236,7 +242,7 @@ def offered_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, flo
     return m, {"stream": doc, "line_bps": line}
 
 
-def max_traffic(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                                   dict[str, Any]]:
     """Zero-loss search (RFC 2544 style) over the total frame rate of a mix; the router's CPU
     and packets per second at the highest rate that lost nothing."""
@@ -284,7 +290,7 @@ def max_traffic(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, floa
 # --- ICMP echo load on the router ----------------------------------------------------------
 
 
-def icmp_counters(tb: Any, node: str, ip: int) -> tuple[int, int]:
+def icmp_counters(tb: TestbedLike, node: str, ip: int) -> tuple[int, int]:
     """(echo requests received, echo replies sent) of `node` (/proc/net/snmp or snmp6)."""
     if ip == 4:
         text = tb.run(node, ["cat", "/proc/net/snmp"]).stdout
@@ -296,7 +302,7 @@ def icmp_counters(tb: Any, node: str, ip: int) -> tuple[int, int]:
     return c6.get("Icmp6InEchos", 0), c6.get("Icmp6OutEchoReplies", 0)
 
 
-def icmp_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+def icmp_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                                dict[str, Any]]:
     """Echo requests from `client` to the router `target` at `pps` with `size` data bytes
     (scapy-built, paced from a raw socket: `ping -i` below 2 ms turns into a flood); the
@@ -338,7 +344,7 @@ def icmp_load(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float]
 # --- fragmentation (IPv4, topology B) ------------------------------------------------------
 
 
-def link_counters(tb: Any, node: str) -> dict[str, dict[str, int]]:
+def link_counters(tb: TestbedLike, node: str) -> dict[str, dict[str, int]]:
     """{ifname: {"rx_packets", "tx_packets"}} of `node` (`ip -j -s link`)."""
     out = json.loads(tb.run(node, ["ip", "-j", "-s", "link", "show"]).stdout or "[]")
     return {str(i["ifname"]): {"rx_packets": int(i["stats64"]["rx"]["packets"]),
@@ -347,7 +353,7 @@ def link_counters(tb: Any, node: str) -> dict[str, dict[str, int]]:
             for i in out if "stats64" in i}
 
 
-def snmp_ip(tb: Any, node: str) -> dict[str, int]:
+def snmp_ip(tb: TestbedLike, node: str) -> dict[str, int]:
     """The `Ip:` counters of /proc/net/snmp in `node` (FragCreates, FragOKs, ForwDatagrams)."""
     text = tb.run(node, ["cat", "/proc/net/snmp"]).stdout
     lines = [ln.split() for ln in text.splitlines() if ln.startswith("Ip:")]
@@ -356,7 +362,7 @@ def snmp_ip(tb: Any, node: str) -> dict[str, int]:
     return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=False)}
 
 
-def iface_towards(tb: Any, node: str, peer: str) -> str:
+def iface_towards(tb: TestbedLike, node: str, peer: str) -> str:
     """The interface of `node` on its link to `peer`."""
     for i in tb.interfaces(node):
         if i.peer_node == peer:
@@ -374,68 +380,53 @@ def expected_fragments(ip_payload: int, mtu: int) -> int:
     return max(1, math.ceil(ip_payload / per))
 
 
-def set_mtu(tb: Any, a: str, b: str, mtu: int) -> list[tuple[str, str, int]]:
-    """Set the MTU of both ends of the a-b link; returns what to restore."""
-    saved = []
-    for node, peer in ((a, b), (b, a)):
-        ifname = iface_towards(tb, node, peer)
-        cur = json.loads(tb.run(node, ["ip", "-j", "link", "show", "dev", ifname]).stdout)[0]
-        saved.append((node, ifname, int(cur["mtu"])))
-        tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(mtu)])
-    return saved
-
-
 @contextmanager
-def link_mtu(tb: Any, a: str, b: str, mtu: int) -> Iterator[None]:
-    """Both ends of the a-b link at `mtu` for the block; their old MTUs back after."""
-    saved = set_mtu(tb, a, b, mtu)
-    try:
+def link_mtu(tb: TestbedLike, a: str, b: str, mtu: int) -> Iterator[None]:
+    """Both ends of the a-b link at `mtu` for the block (a scope of the Testbed's journal:
+    their old MTUs back after it)."""
+    with tb.scope():
+        for node, peer in ((a, b), (b, a)):
+            tb.apply(SetMtu(node, iface_towards(tb, node, peer), mtu))
         yield
-    finally:
-        for node, ifname, old in saved:
-            tb.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(old)], check=False)
 
 
 @contextmanager
-def sysctl_set(tb: Any, node: str, key: str, value: str) -> Iterator[None]:
-    """`key` = `value` in `node` for the block; the value read before back after."""
-    old = tb.run(node, ["sysctl", "-n", key]).stdout.strip()
-    try:
-        tb.run(node, ["sysctl", "-q", "-w", f"{key}={value}"])
+def sysctl_set(tb: TestbedLike, node: str, key: str, value: str) -> Iterator[None]:
+    """`key` = `value` in `node` for the block; the value read before back after it."""
+    with tb.scope():
+        tb.apply(Sysctl(node, ((key, value),)))
         yield
-    finally:
-        tb.run(node, ["sysctl", "-q", "-w", f"{key}={old}"], check=False)
 
 
 @contextmanager
-def no_path_mtu(tb: Any, client: str) -> Iterator[None]:
+def no_path_mtu(tb: TestbedLike, client: str) -> Iterator[None]:
     """For the block `client` sets no DF bit on IPv4 and learns no path MTU (its IPv4 route
     cache flushed), so a router on the way fragments instead of answering "fragmentation
     needed"."""
-    with sysctl_set(tb, client, "net.ipv4.ip_no_pmtu_disc", "1"):
-        tb.run(client, ["ip", "-4", "route", "flush", "cache"], check=False)
+    with tb.scope():
+        tb.apply(Sysctl(client, (("net.ipv4.ip_no_pmtu_disc", "1"),)))
+        tb.apply(FlushRouteCache(client, now=(4,)))
         yield
 
 
 @contextmanager
-def router_fragments(tb: Any, client: str, mtu: int | None) -> Iterator[None]:
+def router_fragments(tb: TestbedLike, client: str, mtu: int | None) -> Iterator[None]:
     """For one trial: the client's link to its router gets `mtu` (both ends) and the client
     sends IPv4 without DF and learns no path MTU, so datagrams larger than the router's next
     link are fragmented by the router (IPv4) or answered with Packet Too Big, after which the
-    source fragments (IPv6) — the paper's 1522-byte and larger frames. None: nothing changes."""
+    source fragments (IPv6) — the paper's 1522-byte and larger frames. None: nothing changes.
+    After the block the client forgets the path MTUs it learnt (both IP versions)."""
     if not mtu:
         yield
         return
     router = tb.interfaces(client)[0].peer_node
-    try:
+    with tb.scope():
+        tb.apply(FlushRouteCache(client, after=(4, 6)))
         with link_mtu(tb, client, router, int(mtu)), no_path_mtu(tb, client):
             yield
-    finally:
-        for ip in ("-4", "-6"):
-            tb.run(client, ["ip", ip, "route", "flush", "cache"], check=False)
 
 
-def check_core_mtu(tb: Any, a: str, b: str, mtu: int, file: str, key: str) -> None:
+def check_core_mtu(tb: TestbedLike, a: str, b: str, mtu: int, file: str, key: str) -> None:
     """A link below 1280 cannot carry IPv6: refuse it on a dual-stack topology, saying so."""
     nodes = {n.name: n for n in tb.topology.nodes}
     if mtu < 1280 and all(6 in nodes[x].families for x in (a, b)):
@@ -448,7 +439,7 @@ def check_core_mtu(tb: Any, a: str, b: str, mtu: int, file: str, key: str) -> No
                         "68 to 65535")
 
 
-def fragmentation(tb: Any, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+def fragmentation(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                                    dict[str, Any]]:
     """IPv4 datagrams of `frame_size` at `pps` through r1, whose link to r2 has `core_mtu`:
     fragments per datagram on that link (r2's receive counter and r1's FragCreates), fragments

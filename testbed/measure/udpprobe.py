@@ -21,7 +21,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -196,9 +196,44 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     _big_buffer(s, socket.SO_SNDBUF, SO_SNDBUFFORCE)
     s.connect((host, port))
     s.setblocking(False)
-    payload = b"\x5a" * size
     total = max(1, round(pps * duration_s))
-    sendf = s.send
+    got = _pace(s.send, b"\x5a" * size, total, pps, max_burst, spin)
+    s.close()
+    elapsed, stalled = got["elapsed_s"], got["stalled_s"]
+    # The last datagram is due at (total-1)/pps, so a perfect sender takes that long.
+    ideal = (total - 1) / pps if total > 1 else 0.0
+    achieved = (total - 1) / elapsed if elapsed > 0 and total > 1 else pps
+    paced = (total - 1) / (elapsed - stalled) if elapsed > stalled and total > 1 else achieved
+    return {
+        "probe": "udpprobe-send",
+        "host": host,
+        "size": size,
+        "offered_pps": pps,
+        "attempted": total,
+        "sent": total - got["eagain"] - got["refused"] - got["unreachable"],
+        "eagain": got["eagain"],
+        "refused": got["refused"],
+        "unreachable": got["unreachable"],
+        "elapsed_s": elapsed,
+        "max_lag_s": got["max_lag_s"],
+        "max_burst": max_burst,
+        "pacing": "spin" if spin else "sleep",
+        "pacing_reason": pacing_why,
+        "start_ns": got["start_ns"],
+        "end_ns": got["end_ns"],
+        "end_realtime_ns": got["end_realtime_ns"],
+        "ideal_s": ideal,
+        "achieved_pps": min(achieved, pps),
+        "stalls": got["stalls"],
+        "stalled_s": stalled,
+        "paced_pps": min(paced, pps),
+        "note": "attempted = offered; eagain = the socket could not take it (counted as lost)",
+    }
+
+
+def _pace(sendf: Callable[[bytes], int], payload: bytes, total: int, pps: float,
+          max_burst: int, spin: bool) -> dict[str, Any]:
+    """`send`'s loop: `total` datagrams at `pps`; what it counted, and when it ran."""
     perf = time.perf_counter
     sleep = time.sleep
     i = eagain = refused = unreachable = 0
@@ -240,37 +275,9 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         i = due
     elapsed = perf() - start
     end_ns = time.perf_counter_ns()
-    end_realtime_ns = time.time_ns()
-    s.close()
-    # The last datagram is due at (total-1)/pps, so a perfect sender takes that long.
-    ideal = (total - 1) / pps if total > 1 else 0.0
-    achieved = (total - 1) / elapsed if elapsed > 0 and total > 1 else pps
-    paced = (total - 1) / (elapsed - stalled) if elapsed > stalled and total > 1 else achieved
-    return {
-        "probe": "udpprobe-send",
-        "host": host,
-        "size": size,
-        "offered_pps": pps,
-        "attempted": total,
-        "sent": total - eagain - refused - unreachable,
-        "eagain": eagain,
-        "refused": refused,
-        "unreachable": unreachable,
-        "elapsed_s": elapsed,
-        "max_lag_s": max_lag,
-        "max_burst": max_burst,
-        "pacing": "spin" if spin else "sleep",
-        "pacing_reason": pacing_why,
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-        "end_realtime_ns": end_realtime_ns,
-        "ideal_s": ideal,
-        "achieved_pps": min(achieved, pps),
-        "stalls": stalls,
-        "stalled_s": stalled,
-        "paced_pps": min(paced, pps),
-        "note": "attempted = offered; eagain = the socket could not take it (counted as lost)",
-    }
+    return {"eagain": eagain, "refused": refused, "unreachable": unreachable,
+            "elapsed_s": elapsed, "max_lag_s": max_lag, "stalls": stalls, "stalled_s": stalled,
+            "start_ns": start_ns, "end_ns": end_ns, "end_realtime_ns": time.time_ns()}
 
 
 SENDERS_DONE = signal.SIGUSR1

@@ -30,6 +30,10 @@ class _Testbed:
     def qdiscs(self) -> list[Any]:
         return []
 
+    @contextmanager
+    def scope(self) -> Iterator[_Testbed]:  # a trial's undo scope: nothing to undo here
+        yield self
+
 
 @contextmanager
 def _open(path: Path, params: Mapping[str, str]) -> Iterator[_Testbed]:

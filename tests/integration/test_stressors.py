@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
+from testbed import api
 from testbed.measure import kinds, stress
 from testbed.measure.routercpu import RouterCpu
 
 pytestmark = pytest.mark.root
 
 
-def measure(tb: Any, kind: str, **params: Any) -> kinds.Measured:
+def measure(tb: api.TestbedLike, kind: str, **params: Any) -> kinds.Measured:
     p = kinds.validate_params(kind, params, "test", "m")
     return kinds.measure(kind, tb, p, kinds.Context())
 
@@ -44,6 +45,8 @@ def test_router_cpu_grows_with_router_pps_while_host_work_is_constant(testbed_ne
     # the router's time grows with what it forwarded (less than in proportion: at low rates
     # a wake-up of its thread serves fewer packets)
     assert sorted(ratios)[1] > 2.0, ratios
+    # threaded NAPI is off again once the block (a scope of the Testbed's journal) ended
+    assert tb.run("r1", ["cat", "/sys/class/net/eth0/threaded"]).stdout.strip() == "0"
 
 
 @pytest.mark.topology("topologies/one-router.toml", rate="fastethernet")
@@ -102,8 +105,10 @@ def test_router_fragments_as_rfc791_says(testbed_net: Any, mtu: int, frame: int)
     # can overflow the receiving veth's ring of 256 now and then when its thread is late on a
     # busy machine: that is loss on the link, not fewer fragments; ARP adds a stray packet)
     assert 0.8 * want <= m.metrics["link_packets_per_datagram"] <= 1.02 * want
-    # the MTU is back after the trial
+    # the MTU is back after the trial, and the sender sets DF again (the trial's scope undid it)
     assert '"mtu":1500' in testbed_net.run("r1", ["ip", "-j", "link", "show", "eth1"]).stdout
+    assert testbed_net.run("h1", ["sysctl", "-n", "net.ipv4.ip_no_pmtu_disc"]).stdout.strip() \
+        == "0"
 
 
 @pytest.mark.topology("topologies/two-routers.toml")

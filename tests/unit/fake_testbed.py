@@ -1,15 +1,17 @@
-"""A fake TestbedLike for measurement-kind tests: canned tool outputs, every call recorded."""
+"""A fake TestbedLike (testbed.api) for measurement tests: canned outputs, every call recorded."""
 
 from __future__ import annotations
 
 import io
 import itertools
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from testbed.api import Action, Undo
 from testbed.measure import probe
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -88,13 +90,43 @@ class FakeProc:
         return 0
 
 
-class FakeTestbed:
+class FakeJournal:
+    """testbed.testbed.Testbed's undo journal in miniature: `defer`, nested `scope`s (each
+    runs its undos in reverse when it ends), `apply` (an action applied to this testbed)."""
+
+    def __init__(self) -> None:
+        self.scopes: list[list[Undo]] = [[]]
+
+    def netns(self, node: str) -> str:
+        return f"tb-fake-{node}"
+
+    def defer(self, undo: Undo) -> None:
+        self.scopes[-1].append(undo)
+
+    def add_cleanup(self, fn: Callable[[], object], what: str = "cleanup") -> None:
+        self.defer(Undo(what, fn))
+
+    @contextmanager
+    def scope(self) -> Iterator[FakeJournal]:
+        self.scopes.append([])
+        try:
+            yield self
+        finally:
+            for undo in reversed(self.scopes.pop()):
+                undo.run()
+
+    def apply(self, action: Action) -> None:
+        action.apply(self)  # type: ignore[arg-type]  # a fake: what the action asks of it
+
+
+class FakeTestbed(FakeJournal):
     """Nodes h1, r1, h2 (h1 10.0.0.1 / fd00::1 ...); `answers[program(argv)]` is what a client
     prints, or what a server started with `--out FILE` writes there when it ends."""
 
     def __init__(self, scratch: Path, answers: Mapping[str, Answer] | None = None, *,
                  rate_bps: float | None = None, listening: bool = True,
                  dies: bool = False) -> None:
+        super().__init__()
         self.answers = dict(answers or {})
         self.scratch = scratch
         self.listening = listening
@@ -106,12 +138,12 @@ class FakeTestbed:
         self.calls: list[tuple[str, str, list[str]]] = []
         self.procs: list[FakeProc] = []
 
-    def netns(self, node: str) -> str:
-        return f"tb-fake-{node}"
-
     def address(self, node: str, family: int, peer: str | None = None) -> str:
         i = self.nodes.index(node) + 1
         return f"10.0.0.{i}" if family == 4 else f"fd00::{i}"
+
+    def bind_address(self, node: str, family: int) -> str:
+        return self.address(node, family)
 
     def scratch_dir(self) -> Path:
         self.scratch.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from testbed.experiment import (
 )
 from testbed.measure.kinds import Measured
 from testbed.progress import Progress
+from tests.unit.fake_testbed import FakeJournal
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "data" / "experiments" / "fake.toml"
@@ -38,8 +39,9 @@ class FakeTopology:
         return {"name": self.name}
 
 
-class FakeTestbed:
+class FakeTestbed(FakeJournal):
     def __init__(self, params: Mapping[str, str]) -> None:
+        super().__init__()
         self.params = dict(params)
         self.topology = FakeTopology()
 

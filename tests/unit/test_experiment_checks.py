@@ -20,6 +20,7 @@ from testbed.measure.kinds import Measured
 from testbed.measure.kinds import pingpong as pingpong_kind
 from testbed.measure.kinds import rfc2544 as rfc2544_kind
 from testbed.progress import Progress
+from tests.unit.fake_testbed import FakeJournal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +93,10 @@ class _Topo:
 
 @contextmanager
 def _opener(path: Path, params: Mapping[str, str]) -> Iterator[Any]:
-    yield SimpleNamespace(topology=_Topo(), qdiscs=lambda: [])
+    tb = FakeJournal()
+    tb.topology = _Topo()  # type: ignore[attr-defined]
+    tb.qdiscs = lambda: []  # type: ignore[attr-defined]
+    yield tb
 
 
 def test_a_trial_that_raises_anything_is_recorded_failed_and_the_run_goes_on(

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from testbed import capabilities
+from testbed import api, capabilities
 from testbed.actions import (
     AddVeth,
     CreateNamespace,
-    Env,
     SetQdisc,
     SetSysctls,
     Undo,
@@ -128,7 +127,7 @@ class Mark:
     def describe(self) -> str:
         return f"mark {self.name}"
 
-    def apply(self, env: Env) -> None:
+    def apply(self, env: api.TestbedLike) -> None:
         self.log.append(f"apply {self.name}")
         env.defer(Undo(f"undo {self.name}", lambda: self.log.append(f"undo {self.name}")))
 

@@ -280,7 +280,8 @@ def test_share_file_errors_name_the_file(tmp_path: Path,
 
 
 def test_store_keeps_success_over_error(tmp_path: Path) -> None:
-    from testbed.parallel import COLUMNS, store_row
+    from testbed.parallel import store_row
+    from testbed.results import COLUMNS
 
     db = tmp_path / "d.sqlite"
     with closing(results.connect(db)) as con:

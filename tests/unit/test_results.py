@@ -67,6 +67,23 @@ def test_write_is_idempotent_and_error_is_replaced(tmp_path: Path) -> None:
         assert results.done_keys(con, "r1") == {"r1/a"}
 
 
+def test_one_writer_ok_beats_error_and_a_retry_replaces_an_error(tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    make_db(db, "r1", [])
+    with closing(results.connect(db)) as con:
+        first = results.row_values(row("r1", "a", 1.0, status="error"))
+        second = {**first, "error": "again"}
+        assert results.put_trial(con, first)
+        assert not results.put_trial(con, second)  # a copy (merge, a worker's row): kept
+        assert results.put_trial(con, second, retry=True)  # the run's own new attempt
+        assert [r.error for r in results.trials(con)] == ["again"]
+        ok = results.row_values(row("r1", "a", 2.0))
+        assert results.put_trial(con, ok)
+        assert not results.put_trial(con, first, retry=True)  # never over a success
+        assert [r.status for r in results.trials(con)] == ["ok"]
+        assert set(results.row_values(row("r1", "b", 0.0))) == set(results.COLUMNS)
+
+
 def test_merge_copies_only_missing(tmp_path: Path) -> None:
     a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     make_db(a, "r1", [1.0, 2.0, 3.0])

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from testbed import netlink
 from testbed.errors import SpecError
-from testbed.measure import acl, exthdr, reset, routercpu, stress
+from testbed.measure import acl, exthdr, routercpu, stress
 from testbed.measure.kinds import validate_params
+from tests.unit.fake_testbed import FakeJournal
 
 
 def test_pps_for_load_counts_preamble_and_gap() -> None:
@@ -152,11 +154,12 @@ def test_napi_threads_from_proc(tmp_path: Path) -> None:
 
 def test_reset_node_actions_cover_the_router_and_its_links() -> None:
     from testbed.plan import compile_plan
+    from testbed.testbed import node_actions
     from testbed.topology import load_topology
 
     topo = load_topology(Path("topologies/one-router.toml"), {})
     plan = compile_plan(topo, "t", netem_available=False)
-    acts = reset.node_actions(plan, "r1")
+    acts = node_actions(plan, "r1")
     kinds = [type(a).__name__ for a in acts]
     assert kinds[0] == "CreateNamespace" and kinds.count("AddVeth") == 2
     # the hosts' ends get their addresses and default routes back
@@ -195,28 +198,35 @@ def test_stream_metrics_of_a_shared_receiver_give_the_mixed_streams_ipd() -> Non
     assert m["ipd_mean_us"] == 1000.0 and "v4_loss_percent" not in m
 
 
-class _Sysctls:
-    """A node's sysctls and links as `tb.run` sees them; `fail` makes that write raise."""
+class _Sysctls(FakeJournal):
+    """A node's sysctls and links as the trial actions see them (`tb.run`, and the sysctls
+    through testbed.netlink); `fail` makes that sysctl write raise."""
 
-    def __init__(self, fail: str = "") -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail: str = "") -> None:
+        super().__init__()
         self.values = {"net.ipv4.ip_no_pmtu_disc": "0"}
         self.mtu = {"h1": 1500, "r1": 1500}
         self.fail = fail
+        self.flushed: list[str] = []
+        monkeypatch.setattr(netlink, "read_sysctl", lambda ns, key: self.values[key])
+        monkeypatch.setattr(netlink, "set_sysctls", self.write)
+        monkeypatch.setattr(netlink, "netns_exists", lambda ns: True)
+
+    def write(self, ns: str, values: dict[str, str]) -> None:
+        for key, value in values.items():
+            if value == self.fail:
+                raise RuntimeError(f"cannot write {key}={value}")
+            self.values[key] = value
 
     def run(self, node: str, argv: list[str], *, check: bool = True) -> object:
         from types import SimpleNamespace
 
-        if argv[:2] == ["sysctl", "-n"]:
-            return SimpleNamespace(stdout=self.values[argv[2]] + "\n")
-        if argv[:3] == ["sysctl", "-q", "-w"]:
-            key, value = argv[3].split("=")
-            if value == self.fail:
-                raise RuntimeError(f"cannot write {argv[3]}")
-            self.values[key] = value
-        elif argv[:3] == ["ip", "-j", "link"]:
+        if argv[:3] == ["ip", "-j", "link"]:
             return SimpleNamespace(stdout=json.dumps([{"mtu": self.mtu[node]}]))
-        elif argv[:4] == ["ip", "link", "set", "dev"]:
+        if argv[:4] == ["ip", "link", "set", "dev"]:
             self.mtu[node] = int(argv[-1])
+        elif argv[2:] == ["route", "flush", "cache"]:
+            self.flushed.append(f"{node} {argv[1]}")
         return SimpleNamespace(stdout="")
 
 
@@ -224,17 +234,33 @@ def test_trial_settings_are_restored_after_the_block_and_after_a_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(stress, "iface_towards", lambda tb, node, peer: "eth0")
-    tb = _Sysctls()
+    tb = _Sysctls(monkeypatch)
     with stress.link_mtu(tb, "h1", "r1", 9000), stress.no_path_mtu(tb, "h1"):
         assert tb.mtu == {"h1": 9000, "r1": 9000}
         assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "1"
+        assert tb.flushed == ["h1 -4"]
     assert tb.mtu == {"h1": 1500, "r1": 1500}
     assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "0"
+    assert tb.scopes == [[]]  # every undo ran with its scope
     # the write itself fails: the MTU set before it is restored all the same
-    tb = _Sysctls(fail="1")
+    tb = _Sysctls(monkeypatch, fail="1")
     with pytest.raises(RuntimeError, match="cannot write"), stress.link_mtu(
         tb, "h1", "r1", 9000
     ), stress.sysctl_set(tb, "h1", "net.ipv4.ip_no_pmtu_disc", "1"):
         pass
     assert tb.mtu == {"h1": 1500, "r1": 1500}
     assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "0"
+
+
+def test_router_fragments_forgets_the_path_mtus_after_the_trial(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(stress, "iface_towards", lambda tb, node, peer: "eth0")
+    tb = _Sysctls(monkeypatch)
+    tb.interfaces = lambda node: [SimpleNamespace(peer_node="r1")]  # type: ignore[attr-defined]
+    with stress.router_fragments(tb, "h1", 1400):  # type: ignore[arg-type]
+        assert tb.mtu == {"h1": 1400, "r1": 1400} and tb.flushed == ["h1 -4"]
+    assert tb.flushed == ["h1 -4", "h1 -4", "h1 -6"]  # then both, once the trial's scope ends
+    assert tb.mtu == {"h1": 1500, "r1": 1500}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from testbed import actions, waiting
+from testbed import checks, waiting
 from testbed.errors import DaemonError
 from testbed.measure import kinds, pingpong, udpprobe
 from testbed.measure.kinds import base as kind_base
@@ -141,7 +141,7 @@ def test_wait_listening_real_clock_still_times_out(real: None) -> None:
 def test_daemon_readiness_poll_survives_a_leaping_guest_clock(virtual: Path,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
-    monkeypatch.setattr(actions, "POLL_S", 0.0)
+    monkeypatch.setattr(checks, "POLL_S", 0.0)
     left = [6]
 
     class Countdown:
@@ -153,7 +153,7 @@ def test_daemon_readiness_poll_survives_a_leaping_guest_clock(virtual: Path,
             left[0] -= 1
             return None if left[0] <= 0 else "no tun device yet"
 
-    assert actions.poll(None, [Countdown()], 10.0) is None  # type: ignore[arg-type]
+    assert checks.poll(None, [Countdown()], 10.0) is None  # type: ignore[arg-type]
 
 
 def _bound(port: int) -> bool:

@@ -13,49 +13,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from testbed import units, waiting
+from testbed.api import ProcessLike as ProcessLike
+from testbed.api import TestbedLike as TestbedLike
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import ping, probe
 from testbed.measure.cpu import CpuSampler
 
 # --- what a runner is given -----------------------------------------------------------------
-
-
-class ProcessLike(Protocol):
-    """A background process started by `TestbedLike.popen` (testbed.processes.ManagedProcess)."""
-
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def popen(self) -> subprocess.Popen[Any]: ...
-
-    def alive(self) -> bool: ...
-
-    def stop(self, grace: float = 2.0) -> int | None: ...
-
-
-class TestbedLike(Protocol):
-    """What a runner needs of `testbed.testbed.Testbed` (tests pass a fake)."""
-
-    @property
-    def topology(self) -> Any: ...
-
-    def netns(self, node: str) -> str: ...
-
-    def address(self, node: str, family: int, peer: str | None = None) -> str: ...
-
-    def run(
-        self, node: str, argv: list[str], *, check: bool = True, timeout: float | None = None
-    ) -> subprocess.CompletedProcess[str]: ...
-
-    def popen(self, node: str, argv: list[str], *, name: str = "", **popen_kw: Any) -> Any: ...
-
-    def qdiscs(self) -> list[dict[str, Any]]: ...
-
-    def scratch_dir(self) -> Path: ...
 
 
 @dataclass
