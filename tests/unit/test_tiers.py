@@ -55,3 +55,18 @@ def test_a_kind_must_say_what_it_measures() -> None:
     with pytest.raises(TypeError, match="measures"):
         base.Kind(ping.name, ping.doc, ping.tool, ping.params, ping.metrics,  # type: ignore[call-arg]
                   ping.runner)
+
+
+def test_no_list_of_kinds_outside_the_kinds() -> None:
+    """The tier choice, parallel runs and the CLI read what the kinds declare: no module of
+    theirs spells a kind's name."""
+    import ast
+    from pathlib import Path
+
+    root = Path(tiers.__file__).parent
+    names = set(kinds.KINDS)
+    for rel in ("tiers.py", "parallel.py", "commands/report.py", "commands/experiment.py"):
+        tree = ast.parse((root / rel).read_text())
+        spelled = {n.value for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str)} & names
+        assert not spelled, f"testbed/{rel} names kinds {sorted(spelled)}"
