@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from testbed import units
 from testbed.measure import kinds
 from testbed.measure.kinds import rfc2544 as rfc2544_kind
-from testbed.models import fragment_layout, max_throughput_bps, parse_rate
+from testbed.models import fragment_layout, max_throughput_bps
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
 
@@ -55,7 +56,7 @@ def frames_per_datagram(tb: Any, ctx: kinds.Context, ip: int, n: int) -> float:
 
 def bench_row(tb: Any, ctx: kinds.Context, rate: str, ip: int, n: int, duration: float,
               resolution: float) -> dict[str, Any]:
-    link = parse_rate(rate)
+    link = units.rate(rate, unlimited=False)
     model = max_throughput_bps(n, link, ip)
     # start 5 % above the model: a link faster than the model still shows as such, while a far
     # heavier first overload (1.25x was tried) sent the search astray for fragmented payloads

@@ -43,7 +43,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from testbed import models, results
+from testbed import models, results, units
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTBED = [str(Path(sys.executable).parent / "testbed")]
@@ -190,7 +190,7 @@ def owd_part(a: argparse.Namespace, work: Path, report: dict[str, Any]) -> None:
     fid_ok = True
     for ip in a.ip:
         for rate in a.rates:
-            bps = RATES.get(rate) or models.parse_rate(rate)
+            bps = RATES.get(rate) or units.rate(rate, unlimited=False)
             payloads = a.payloads_v4 if ip == 4 else a.payloads_v6
             incs = []
             for n in payloads:

@@ -303,9 +303,3 @@ def store_and_forward_owd(
     return arrivals[-1]
 
 
-def parse_rate(text: str) -> float:
-    """Bit/s from a preset name, a plain number of Mbit/s, or a number with a unit
-    (`testbed.units.rate`); ValueError (a `units.UnitError`) otherwise, or for 'unlimited'."""
-    bps = units.rate(text, unlimited=False)
-    assert bps is not None
-    return bps

@@ -28,6 +28,7 @@ from testbed import processes, results
 from testbed.errors import UsageError
 from testbed.experiment import Experiment, RunSummary, TrialPlan, plan, trial_row
 from testbed.progress import format_duration
+from testbed.tiers import timed_kinds
 
 POLL_S = 0.5
 ENV_WORKER = "TESTBED_WORKER"
@@ -569,7 +570,6 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
     return summary
 
 
-THROUGHPUT_KINDS = ("iperf3", "rfc2544")
 CORES_PER_TRIAL = 2  # a sender and a receiver
 
 
@@ -581,7 +581,7 @@ def host_interference(exp: Experiment, workers: int, ncpu: int | None = None) ->
         return None
     from testbed.experiment import topology_points
 
-    timed = sorted({m.kind for m in exp.measurements} - set(THROUGHPUT_KINDS))
+    timed = timed_kinds(exp)
     if timed:
         return (f"its {', '.join(timed)} measurements time delays or CPU costs, which "
                 "other trials' load changes")

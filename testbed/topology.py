@@ -196,9 +196,6 @@ class Topology:
 # ---------------------------------------------------------------------------- parsing helpers
 
 
-def parse_rate(value: Any, file: str, key: str) -> float | None:
-    """A rate (see `testbed.units.rate`) in bit/s, None for unlimited; errors name file and key."""
-    return units.in_spec(units.rate, value, file, key)
 
 
 def parse_duration(value: Any, file: str, key: str) -> float:
@@ -641,7 +638,8 @@ def _load_link(
             file, f"{key}.endpoints", f"a link from {a!r} to itself", "two different nodes"
         )
     merged = {**{k: v for k, v in defaults.items() if k != "stack"}, **spec}
-    rate = parse_rate(merged["rate"], file, f"{key}.rate") if "rate" in merged else None
+    rate = (units.in_spec(units.rate, merged["rate"], file, f"{key}.rate") if "rate" in merged
+            else None)
     delay = parse_duration(merged.get("delay", 0), file, f"{key}.delay")
     jitter = parse_duration(merged.get("jitter", 0), file, f"{key}.jitter")
     loss = parse_loss(merged.get("loss", 0), file, f"{key}.loss")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar, overload
 
 from testbed.errors import SpecError
 
@@ -59,11 +59,24 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def rate(value: Any, *, unlimited: bool = True) -> float | None:
-    """Bit/s from a preset, a plain number of Mbit/s, or a number with a unit.
+@overload
+def rate(value: Any, *, unlimited: Literal[False]) -> float: ...
 
-    'unlimited' and 'max' mean no limit and give None (refused unless `unlimited`).
+
+@overload
+def rate(value: Any, *, unlimited: bool = True, zero: bool = False) -> float | None: ...
+
+
+def rate(value: Any, *, unlimited: bool = True, zero: bool = False) -> float | None:
+    """Bit/s from a preset, a plain number of Mbit/s, or a number with a unit: the one rate
+    parser (topologies, experiments, measurement parameters, models, features, the CLI).
+
+    'unlimited' and 'max' mean no limit and give None (refused unless `unlimited`); with
+    `zero` (a measurement's rate parameter), 0, "0" and None (unset) mean no limit too.
+    Errors are UnitError (a ValueError); `in_spec` turns them into a SpecError.
     """
+    if zero and unlimited and value in (None, 0, "0"):
+        return None
     allowed = RATE_HELP if unlimited else RATE_HELP.replace("unlimited, ", "")
     number = _number(value)
     bps: float | None = None

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from testbed import models
+from testbed import models, units
 from testbed.errors import UsageError
 
 
@@ -80,7 +80,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _rate(text: str) -> float:
     try:
-        return models.parse_rate(text)
+        return units.rate(text, unlimited=False)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

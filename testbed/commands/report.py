@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
-import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testbed import results
 from testbed.errors import UsageError
 from testbed.report import papers
-
-TIERS = ("auto", "host", "vm")
-DELAY_KINDS = ("pingpong", "ping")
+from testbed.tiers import TIERS, Choice, choose
 
 
 def register(sub: Any) -> None:
@@ -104,125 +99,6 @@ def resolve_paper(name: str) -> str:
                      hint="known papers: " + ", ".join(papers.PAPER_EXPERIMENTS))
 
 
-@dataclass(frozen=True)
-class Choice:
-    """Where one measurement of one experiment runs (on some of its topologies), and why."""
-
-    experiment: str
-    measurement: str
-    topologies: tuple[str, ...]
-    tier: str  # "host" or "vm"
-    clock: str  # "real" or "virtual"
-    reason: str
-    trials: int
-
-    @property
-    def spec(self) -> str:
-        """EXPERIMENT:MEASUREMENT@TOPOLOGY+TOPOLOGY (what --only takes)."""
-        return f"{self.experiment}:{self.measurement}@{'+'.join(self.topologies)}"
-
-
-def virtual_clock_available() -> bool:
-    """Whether the full-kernel tier can run on a virtual clock (vm.run.run_in_vm(clock=))."""
-    from testbed.vm import run as vm_run
-
-    return "clock" in inspect.signature(vm_run.run_in_vm).parameters
-
-
-def _shaped(exp: Any) -> bool:
-    rate = exp.params.get("rate")
-    rates = exp.topo_sweep.get("topology.rate", [rate])
-    return any(r not in (None, "unlimited", 0) for r in rates) or rate is None
-
-
-HOST_REASONS = {
-    "iperf3": "throughput through shaped links: tbf on the host is faithful",
-    "rfc2544": "throughput through shaped links: tbf on the host is faithful",
-    "stackcost": "end-system stack costs: no link timing involved",
-    "receiver": "receiver timing of traffic paced below the link rate: the sender sets it",
-}
-
-
-def _feature_kernel_needs(exp: Any, topo: str) -> tuple[str, ...]:
-    """The kernel features a topology's [[features]] declare (e.g. sit, jool)."""
-    from testbed.features import kernel_needs_of_file
-    from testbed.topology import find_topology
-
-    source = getattr(exp, "file", None)
-    return kernel_needs_of_file(find_topology(topo, Path(source) if source else None))
-
-
-def _kind_kernel_needs(m: Any, trials: Sequence[Any]) -> dict[str, tuple[str, ...]]:
-    """Topology -> the kernel features the trials of measurement `m` need by themselves (kinds
-    that build their own topology declare them: a feature check of ipsec, a VPN profile)."""
-    from testbed.measure import kinds
-
-    hook = kinds.get(m.kind).kernel_needs
-    out: dict[str, tuple[str, ...]] = {}
-    if hook is None:
-        return out
-    asked: dict[str, tuple[str, ...]] = {}  # a hook may read files: once per distinct params
-    for t in trials:
-        if t.measurement.name == m.name:
-            key = json.dumps(t.params, sort_keys=True, default=str)
-            if key not in asked:
-                asked[key] = hook(t.params)
-            have = out.get(t.topo.topology, ())
-            out[t.topo.topology] = have + tuple(f for f in asked[key] if f not in have)
-    return out
-
-
-def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]], forced: str = "auto",
-           virtual: bool = False) -> list[Choice]:
-    """Per measurement and topology: the host kernel where it has what the measurement needs and
-    its timing is faithful (e.g. throughput through tbf-shaped links), the full-kernel tier
-    otherwise (per-packet serialization delay needs netem; 6to4/ISATAP need sit, Jool its
-    module). Topologies of one measurement on the same tier share one choice."""
-    from testbed.experiment import plan
-
-    trials = plan(exp)
-    counts: dict[tuple[str, str], int] = {}
-    for t in trials:
-        k = (t.measurement.name, t.topo.topology)
-        counts[k] = counts.get(k, 0) + 1
-    out = []
-    for m in exp.measurements:
-        topos = [str(t) for t in m.where.get("topology", exp.topology)]
-        own_needs = _kind_kernel_needs(m, trials)
-        base: list[tuple[str, str]] = []  # (feature, why)
-        if exp.params.get("delay") or exp.params.get("loss"):
-            base.append(("netem", "links with delay/loss need netem"))
-        if m.kind in DELAY_KINDS and _shaped(exp):
-            base.append(("netem", "a delay measurement over shaped links needs per-packet "
-                         "serialization (netem); tbf shapes throughput only"))
-        groups: dict[tuple[str, str], list[str]] = {}  # (tier, reason) -> topologies
-        for topo in topos:
-            needs = base + [(f, f"{topo} needs the {f} module")
-                            for f in _feature_kernel_needs(exp, topo)]
-            needs += [(f, f"{m.name} builds what needs {f}")
-                      for f in own_needs.get(topo, ()) if f not in (g for g, _ in needs)]
-            features = list(dict.fromkeys(f for f, _ in needs))
-            lacking = missing(features) if features else []
-            why = "; ".join(w for f, w in needs if f in lacking)
-            if forced != "auto":
-                tier = forced
-                reason = f"--tier {forced}" + (
-                    f" (the host lacks {', '.join(lacking)}: {why})"
-                    if lacking and forced == "host" else "")
-            elif lacking:
-                tier, reason = "vm", f"{why} - the host lacks {', '.join(lacking)}"
-            else:
-                tier = "host"
-                reason = (HOST_REASONS.get(m.kind) if not features else
-                          "the host has " + ", ".join(features)) or "the host has what it needs"
-            groups.setdefault((tier, reason), []).append(topo)
-        for (tier, reason), ts in groups.items():
-            clock = "virtual" if tier == "vm" and virtual else "real"
-            n = sum(counts.get((m.name, t), 0) for t in ts)
-            out.append(Choice(exp.name, m.name, tuple(ts), tier, clock, reason, n))
-    return out
-
-
 def _subset(exp: Any, choices: Sequence[Choice]) -> Any:
     """The experiment restricted to these (measurement, topologies) choices."""
     keep: dict[str, list[str]] = {}
@@ -285,17 +161,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 rc |= _run_here(_subset(exp, mine), db)
         return rc
 
-    virtual = virtual_clock_available()
-    choices = [c for exp in exps for c in choose(exp, missing, args.tier, virtual)]
+    choices = [c for exp in exps for c in choose(exp, missing, args.tier)]
     if not args.dry_run:
         _check_reproduce_needs(choices, db, args)
     print(f"reproduce {paper} ({profile} profile): where each measurement runs", file=sys.stderr)
     for c in choices:
         print(f"  {c.experiment}/{c.measurement} on {', '.join(c.topologies)}: {c.tier} tier, "
               f"{c.clock} clock, {c.trials} trials - {c.reason}", file=sys.stderr)
-    if any(c.tier == "vm" for c in choices) and not virtual:
-        print("  (the full-kernel tier runs on the real clock: this testbed has no virtual "
-              "clock yet, so VM timings include emulation overhead)", file=sys.stderr)
     vm_only = [c.spec for c in choices if c.tier == "vm"]
     on_virtual = any(c.clock == "virtual" for c in choices if c.tier == "vm")
     workers = guest_workers(args.workers) if on_virtual else 1

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from testbed.actions import Action, Check, NftRuleset, Succeeds
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features.base import Feature
 from testbed.features.base import Options as FeatureOptions
 
-Parse = Callable[[r.Where, Mapping[str, Any], AddressPlan, Sequence[str]], Any]
-"""A feature module's `parse(where, table, plan, nodes)`: its validated options."""
+Parse = Callable[[FeatureOptions], Any]
+"""A feature module's `parse(opts)`: its validated options."""
 
 CheckOptions = Callable[[r.RouterTestbed, Any, int], r.CheckResult]
 """A feature module's `check(tb, options, ip)`: its functional check on one IP version."""
@@ -58,9 +57,7 @@ class NftRouterFeature(NftTableFeature, r.RouterFeature):
 
     def configure(self, opts: FeatureOptions) -> None:
         assert self.nft.parse is not None  # __init_subclass__ checked it
-        self.o = self.nft.parse(
-            self.where(opts), opts.table, opts.addresses, opts.topology.node_names
-        )
+        self.o = self.nft.parse(opts)
 
     def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         assert self.nft.check is not None

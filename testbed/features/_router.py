@@ -1,4 +1,5 @@
-"""Shared parts of the router features: option readers, nft counters, traffic for the checks."""
+"""Shared parts of the router features: interface addresses, nft counters and words, traffic
+for the checks, the functional check's result (options are read by `features.base.Options`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from testbed import waiting
-from testbed.addressing import AddressPlan, Interface
+from testbed.addressing import Interface
 from testbed.api import TestbedLike
-from testbed.errors import SpecError
-from testbed.features.base import Feature, Options
+from testbed.features.base import Feature
 from testbed.measure import iperf
 from testbed.measure.kinds.base import wait_listening
 
@@ -23,85 +23,7 @@ IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 RouterTestbed = TestbedLike  # the one Testbed interface (testbed.api), as the features name it
 
 
-# --- options ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where a feature's options came from: the topology file and the table's key prefix."""
-
-    file: str
-    key: str  # e.g. "features[2]"
-
-    def error(self, option: str, problem: str, fix: str | None = None) -> SpecError:
-        return SpecError(self.file, f"{self.key}.{option}" if option else self.key, problem, fix)
-
-
-def str_opt(w: Where, table: Mapping[str, Any], key: str, default: str | None = None) -> str:
-    value = table.get(key, default)
-    if value is None:
-        raise w.error(key, "missing", "a string")
-    if not isinstance(value, str) or not value:
-        raise w.error(key, f"not a non-empty string: {value!r}", "a string")
-    return value
-
-
-def int_opt(w: Where, table: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = table.get(key, default)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise w.error(key, f"bad value {value!r}", f"an integer {low}-{high}")
-    return value
-
-
-def bool_opt(w: Where, table: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = table.get(key, default)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if not isinstance(value, bool):
-        raise w.error(key, f"not a boolean: {value!r}", "true, false")
-    return value
-
-
-def versions_opt(
-    w: Where, table: Mapping[str, Any], key: str = "ip", default: Sequence[int] = (4, 6)
-) -> tuple[int, ...]:
-    value = table.get(key, list(default))
-    if value == "both":
-        value = [4, 6]
-    items = value if isinstance(value, list) else [value]
-    out: list[int] = []
-    for v in items:
-        if isinstance(v, str) and v.isdigit():
-            v = int(v)
-        if v not in (4, 6) or isinstance(v, bool):
-            raise w.error(key, f"not an IP version: {v!r}", '4, 6, "both" or ["4", "6"]')
-        if v not in out:
-            out.append(int(v))
-    if not out:
-        raise w.error(key, "names no IP version", '4, 6, "both" or ["4", "6"]')
-    return tuple(out)
-
-
-def node_opt(
-    w: Where, table: Mapping[str, Any], key: str, names: Sequence[str], default: str | None = None
-) -> str:
-    name = table.get(key, default)
-    if name is None:
-        raise w.error(key, "missing", "a node: " + ", ".join(names))
-    if not isinstance(name, str) or name not in names:
-        raise w.error(key, f"unknown node {name!r}", ", ".join(names))
-    return name
-
-
-def link_iface(w: Where, plan: AddressPlan, node: str, key: str, peer: str) -> Interface:
-    """`node`'s interface on its link to `peer` (named by option `key`)."""
-    for iface in plan.of(node):
-        if iface.peer_node == peer:
-            return iface
-    peers = ", ".join(i.peer_node for i in plan.of(node))
-    raise w.error(key, f"{node} has no link to {peer!r}", f"a neighbour of {node}: {peers}")
+# --- addresses and nft words ----------------------------------------------------------------------
 
 
 def iface_net(iface: Interface, family: int) -> IPNet | None:
@@ -114,26 +36,6 @@ def iface_net(iface: Interface, family: int) -> IPNet | None:
 
 def iface_addr(iface: Interface, family: int) -> str | None:
     return iface.address(family)
-
-
-def network_opt(w: Where, table: Mapping[str, Any], key: str, family: int) -> IPNet:
-    text = table.get(key)
-    example = "2001:db8:5::/64" if family == 6 else "192.168.255.0/24"
-    if text is None:
-        raise w.error(key, "missing", f"an IPv{family} network like {example}")
-    try:
-        net = ipaddress.ip_network(str(text), strict=True)
-    except ValueError as exc:
-        raise w.error(key, f"bad network {text!r}: {exc}", f"a network like {example}") from None
-    if net.version != family:
-        raise w.error(key, f"{text!r} is not an IPv{family} network", f"like {example}")
-    return net
-
-
-def check_no_overlap(w: Where, plan: AddressPlan, key: str, net: IPNet) -> None:
-    hit = plan.overlap(net)
-    if hit is not None:
-        raise w.error(key, f"{net} overlaps {hit}", "a network that no link uses")
 
 
 def nft_quote(text: str) -> str:
@@ -205,22 +107,23 @@ def nft_table(
         tb.run(node, ["nft", "delete", "table", family, table], check=False)
 
 
+def nft_table_text(family: str, table: str, *chains: tuple[str, str, Sequence[str]]) -> str:
+    """The `nft -f` text of one table: each chain as (name, its `type ... ;` line, its rules)."""
+    out = [f"table {family} {table} {{"]
+    for name, head, rules in chains:
+        out += [f"    chain {name} {{", f"        {head}", *(f"        {x}" for x in rules)]
+        out.append("    }")
+    return "\n".join([*out, "}"]) + "\n"
+
+
 def count_sources_ruleset(table: str, family: int, sources: Mapping[str, str]) -> str:
     """A table that counts packets arriving at a node (input hook) by source: name -> address.
     Used on the far side of a translating router: which source addresses arrive."""
     key = "ip" if family == 4 else "ip6"
-    rules = "\n".join(
-        f"        {key} saddr {ipaddress.ip_address(addr)} counter comment {nft_quote(name)}"
-        for name, addr in sources.items()
-    )
-    return (
-        f"table inet {table} {{\n"
-        "    chain input {\n"
-        "        type filter hook input priority -300; policy accept;\n"
-        f"{rules}\n"
-        "    }\n"
-        "}\n"
-    )
+    rules = [f"{key} saddr {ipaddress.ip_address(addr)} counter comment {nft_quote(name)}"
+             for name, addr in sources.items()]
+    return nft_table_text("inet", table, ("input", "type filter hook input priority -300; "
+                                          "policy accept;", rules))
 
 
 def ping(
@@ -304,28 +207,6 @@ def translate_prefix(address: str, inside: IPNet, outside: IPNet) -> str:
     return str(ipaddress.ip_address(int(outside.network_address) | host))
 
 
-def proto_port(w: Where, key: str, text: Any) -> tuple[str, int]:
-    """'tcp/5201' -> ("tcp", 5201)."""
-    fix = 'PROTO/PORT, e.g. "tcp/5201" or "udp/53"'
-    if not isinstance(text, str) or text.count("/") != 1:
-        raise w.error(key, f"not PROTO/PORT: {text!r}", fix)
-    proto, port = text.split("/")
-    if proto not in ("tcp", "udp"):
-        raise w.error(key, f"unknown protocol {proto!r} in {text!r}", fix)
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise w.error(key, f"bad port {port!r} in {text!r}", "a port 1-65535")
-    return proto, int(port)
-
-
-def str_list(w: Where, table: Mapping[str, Any], key: str) -> list[str]:
-    value = table.get(key, [])
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise w.error(key, f"not a list of strings: {value!r}", '["..."]')
-    return list(value)
-
-
 class RouterFeature(Feature):
     """A feature with a functional check: traffic through it proves it works, per IP version.
 
@@ -334,9 +215,7 @@ class RouterFeature(Feature):
     builds the feature for the featurecheck measurement kind."""
 
     check_topology: ClassVar[str] = ""
-
-    def where(self, opts: Options) -> Where:
-        return Where(opts.file, f"features[{opts.index}]")
+    o: Any  # the parsed options (each module's own `Options` dataclass)
 
     def check(self, tb: RouterTestbed, ip: int, others: Sequence[Feature]) -> CheckResult:
         raise NotImplementedError

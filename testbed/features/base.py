@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from testbed.actions import Action, Check
-from testbed.addressing import AddressPlan
+from testbed.addressing import AddressPlan, Interface
 from testbed.errors import SpecError
 from testbed.topology import Topology
 
@@ -154,9 +154,10 @@ class Options:
         return self.topology.source
 
     def key(self, option: str) -> str:
-        return f"features[{self.index}].{option}"
+        """`features[N].option` (`features[N]` for the table as a whole: option "")."""
+        return f"features[{self.index}].{option}" if option else f"features[{self.index}]"
 
-    def error(self, option: str, what: str, fix: str) -> SpecError:
+    def error(self, option: str, what: str, fix: str | None = None) -> SpecError:
         return SpecError(self.file, self.key(option), what, fix)
 
     def raw(self, option: str) -> Any:
@@ -210,6 +211,49 @@ class Options:
             raise self.error(option, f"out of range: {value!r}", f"a number {low}-{high}")
         return float(value)
 
+    def versions(self, option: str = "ip", default: Sequence[int] | None = None
+                 ) -> tuple[int, ...]:
+        """IP versions: 4, 6, "both" or a list ["4", "6"]; unset: `default`, else the declared
+        default."""
+        value = self.table.get(option)
+        if value is None:
+            value = list(default) if default is not None else self.raw(option)
+        if value == "both":
+            value = [4, 6]
+        fix = '4, 6, "both" or ["4", "6"]'
+        out: list[int] = []
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v.isdigit():
+                v = int(v)
+            if v not in (4, 6) or isinstance(v, bool):
+                raise self.error(option, f"not an IP version: {v!r}", fix)
+            if v not in out:
+                out.append(int(v))
+        if not out:
+            raise self.error(option, "names no IP version", fix)
+        return tuple(out)
+
+    def strings(self, option: str) -> list[str]:
+        """A list of strings (a single string counts as a list of one; unset: none)."""
+        value = self.table.get(option, [])
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.error(option, f"not a list of strings: {value!r}", '["..."]')
+        return list(value)
+
+    def proto_port(self, key: str, text: Any) -> tuple[str, int]:
+        """'tcp/5201' -> ("tcp", 5201); errors name `key` (an option or one of its items)."""
+        fix = 'PROTO/PORT, e.g. "tcp/5201" or "udp/53"'
+        if not isinstance(text, str) or text.count("/") != 1:
+            raise self.error(key, f"not PROTO/PORT: {text!r}", fix)
+        proto, port = text.split("/")
+        if proto not in ("tcp", "udp"):
+            raise self.error(key, f"unknown protocol {proto!r} in {text!r}", fix)
+        if not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise self.error(key, f"bad port {port!r} in {text!r}", "a port 1-65535")
+        return proto, int(port)
+
     def choice(self, option: str, choices: Sequence[str]) -> str:
         value = self.raw(option)
         if value not in choices:
@@ -244,10 +288,12 @@ class Options:
         return name
 
     def network(
-        self, option: str, version: int, *, lengths: Sequence[int] | None = None
+        self, option: str, version: int, *, lengths: Sequence[int] | None = None,
+        example: str | None = None,
     ) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        """An IPv`version` network (of one of `lengths`); `example` goes into the errors."""
         text = self.raw(option)
-        example = "2001:db8:ffff::/96" if version == 6 else "192.168.255.0/24"
+        example = example or ("2001:db8:ffff::/96" if version == 6 else "192.168.255.0/24")
         try:
             net = ipaddress.ip_network(str(text), strict=True)
         except ValueError as exc:
@@ -269,6 +315,15 @@ class Options:
             raise self.error(option, f"{net} overlaps {hit}", "a network that no link uses")
 
     # --- topology lookups -------------------------------------------------------------------
+
+    def link(self, node: str, option: str, peer: str) -> Interface:
+        """`node`'s interface on its link to `peer` (named by `option`)."""
+        for iface in self.addresses.of(node):
+            if iface.peer_node == peer:
+                return iface
+        peers = ", ".join(i.peer_node for i in self.addresses.of(node))
+        raise self.error(option, f"{node} has no link to {peer!r}",
+                         f"a neighbour of {node}: {peers}")
 
     def need_stack(self, node: str, families: Sequence[int], why: str) -> None:
         have = self.topology.node(node).families

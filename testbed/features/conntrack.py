@@ -4,20 +4,16 @@ table that looks up every forwarded packet's connection), the "conntrack on" rou
 from __future__ import annotations
 
 from testbed.features._nft import NftTable, NftTableFeature
+from testbed.features._router import nft_table_text
 
 TABLE = "tb_conntrack"
 
 
 def ruleset() -> str:
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain forward {\n"
-        "        type filter hook forward priority filter; policy accept;\n"
-        '        ct state established,related counter accept comment "established"\n'
-        '        ct state new counter accept comment "new"\n'
-        "    }\n"
-        "}\n"
-    )
+    return nft_table_text("inet", TABLE, (
+        "forward", "type filter hook forward priority filter; policy accept;",
+        ['ct state established,related counter accept comment "established"',
+         'ct state new counter accept comment "new"']))
 
 
 class Conntrack(NftTableFeature):

@@ -5,14 +5,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testbed import waiting
 from testbed.actions import Action, Command, Daemon, Sysctl, WriteFile, scratch
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features import dhcp_server
 from testbed.features.base import Feature, Option, Program
@@ -36,25 +35,28 @@ class Options:
         return tuple(sorted(set(self.ip) | ({6} if self.slaac else set())))
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
-    node = r.node_opt(w, table, "node", nodes)
-    peer = r.node_opt(w, table, "link", nodes)
-    iface = r.link_iface(w, plan, node, "link", peer)
-    slaac = r.bool_opt(w, table, "slaac", False)
-    if table.get("ip") == "none":
+def parse(opts: FeatureOptions) -> Options:
+    nodes = opts.topology.node_names
+    node = opts.node
+    peer = opts.node_name("link")
+    iface = opts.link(node, "link", peer)
+    slaac = opts.boolean("slaac")
+    if opts.table.get("ip") == "none":
         if not slaac:
-            raise w.error("ip", "no DHCP and no SLAAC: the client would do nothing", "slaac = true")
+            raise opts.error("ip", "no DHCP and no SLAAC: the client would do nothing",
+                             "slaac = true")
         ip: tuple[int, ...] = ()
     else:
-        ip = r.versions_opt(w, table, default=(4,) if slaac else (4, 6))
+        ip = opts.versions(default=(4,) if slaac else (4, 6))
     if slaac and 6 in ip:
-        raise w.error("ip", "IPv6 comes from SLAAC (slaac = true), not DHCPv6", 'ip = 4 or "none"')
+        raise opts.error("ip", "IPv6 comes from SLAAC (slaac = true), not DHCPv6",
+                         'ip = 4 or "none"')
     # the planned addresses DHCP replaces are dropped; a SLAAC address comes beside the
     # planned IPv6 one (as on a host with a static address on a link with RAs)
     planned = tuple(a for a in iface.addresses if ipaddress.ip_interface(a).version in ip)
-    target = table.get("target")
+    target = opts.table.get("target")
     if target is not None and target not in nodes:
-        raise w.error("target", f"unknown node {target!r}", ", ".join(nodes))
+        raise opts.error("target", f"unknown node {target!r}", ", ".join(nodes))
     return Options(node, peer, iface.name, ip, slaac, planned, target, tuple(iface.addresses))
 
 
@@ -199,8 +201,7 @@ class DhcpClient(r.RouterFeature):
     programs = (DHCLIENT,)
 
     def configure(self, opts: FeatureOptions) -> None:
-        table = {k: v for k, v in opts.table.items() if not (k == "ip" and v is None)}
-        self.o = parse(self.where(opts), table, opts.addresses, opts.topology.node_names)
+        self.o = parse(opts)
 
     def actions(self) -> list[Action]:
         hook = f"dhclient-hook-{self.node}"

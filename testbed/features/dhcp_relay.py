@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.actions import Action, Daemon
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
@@ -25,24 +23,25 @@ class Options:
     relays: tuple[tuple[int, str, str], ...]  # (family, local address on the link, server address)
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
-    node = r.node_opt(w, table, "node", nodes)
-    host = r.node_opt(w, table, "link", nodes)
-    server = r.node_opt(w, table, "server", nodes)
+def parse(opts: FeatureOptions) -> Options:
+    plan = opts.addresses
+    node = opts.node
+    host = opts.node_name("link")
+    server = opts.node_name("server")
     if server == node:
-        raise w.error(
+        raise opts.error(
             "server", f"{node} cannot relay to itself", "another node running dhcp-server"
         )
-    iface = r.link_iface(w, plan, node, "link", host)
+    iface = opts.link(node, "link", host)
     relays = []
-    for fam in r.versions_opt(w, table):
+    for fam in opts.versions():
         local = r.iface_addr(iface, fam)
         try:
             remote = plan.address(server, fam)
         except KeyError:
             remote = None
         if local is None or remote is None:
-            raise w.error(
+            raise opts.error(
                 "ip", f"IPv{fam} needs addresses on {node}'s link and on {server}", "ip = [4]"
             )
         relays.append((fam, local, remote))
@@ -82,7 +81,7 @@ class DhcpRelay(r.RouterFeature):
     cpu_processes = ("dnsmasq",)
 
     def configure(self, opts: FeatureOptions) -> None:
-        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+        self.o = parse(opts)
 
     def actions(self) -> list[Action]:
         ready = (listening_67(self.node),) if any(f == 4 for f, _l, _s in self.o.relays) else ()

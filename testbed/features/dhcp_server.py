@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from testbed.actions import Action, Check, Daemon, Succeeds, scratch
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option, Program
 from testbed.features.base import Options as FeatureOptions
 
 KIND = "dhcp-server"
+CLIENT_KIND = "dhcp-client"  # testbed.features.dhcp_client's, whose check is this server's
 RA_MODES = ("none", "stateful", "slaac")
 
 
@@ -51,65 +50,64 @@ def leases_path(folder: Path, node: str) -> Path:
     return folder / leases_name(node)
 
 
-def _pool(
-    w: r.Where, table: Mapping[str, Any], key: str, net: r.IPNet, router: str, host: str
-) -> Pool:
+def _pool(opts: FeatureOptions, key: str, net: r.IPNet, router: str, host: str) -> Pool:
     """A pool [start, end] inside the link subnet, holding neither the router's nor the host's
     planned address (default: .100-.199 of an IPv4 /24-, ::100-::1ff of an IPv6 subnet)."""
-    raw = table.get(key)
+    raw = opts.table.get(key)
     if raw is None:
         first = (
             int(net.network_address) + 0x100 if net.version == 6 else int(net.network_address) + 100
         )
         last = first + (0xFF if net.version == 6 else 99)
         if last >= int(net.broadcast_address):
-            raise w.error(key, f"the link subnet {net} is too small for the default pool",
+            raise opts.error(key, f"the link subnet {net} is too small for the default pool",
                           f'{key} = ["FIRST", "LAST"] inside {net}')  # fmt: skip
         start, end = ipaddress.ip_address(first), ipaddress.ip_address(last)
     else:
         if not isinstance(raw, list) or len(raw) != 2:
-            raise w.error(
+            raise opts.error(
                 key, f"not a [first, last] pair: {raw!r}", f'["FIRST", "LAST"] inside {net}'
             )
         try:
             start, end = (ipaddress.ip_address(str(a)) for a in raw)
         except ValueError as exc:
-            raise w.error(key, f"bad address: {exc}", f"addresses inside {net}") from None
+            raise opts.error(key, f"bad address: {exc}", f"addresses inside {net}") from None
     for a in (start, end):
         if (
             a.version != net.version
             or a not in net
             or a in (net.network_address, net.broadcast_address)
         ):
-            raise w.error(
+            raise opts.error(
                 key,
                 f"{a} is outside the link {net} (the pool must lie on the served link)",
                 f"a range of host addresses inside {net}",
             )
     if int(end) < int(start):
-        raise w.error(key, f"the pool ends ({end}) before it starts ({start})", "[first, last]")
+        raise opts.error(key, f"the pool ends ({end}) before it starts ({start})", "[first, last]")
     for name, addr in (("the router", router), (host, None)):
         if addr is not None and int(start) <= int(ipaddress.ip_address(addr)) <= int(end):
-            raise w.error(key, f"the pool holds {name}'s address {addr}", "a range without it")
+            raise opts.error(key, f"the pool holds {name}'s address {addr}", "a range without it")
     return Pool(net.version, str(start), str(end), net.prefixlen, router)
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+def parse(opts: FeatureOptions) -> Options:
     """Validate: the link exists, the pools lie on it, RA only when the server is on the link."""
-    node = r.node_opt(w, table, "node", nodes)
-    link = table.get("link")
+    nodes = opts.topology.node_names
+    node = opts.node
+    link = opts.table.get("link")
     if not isinstance(link, list) or len(link) != 2 or not all(isinstance(n, str) for n in link):
-        raise w.error("link", f"not a [router, host] pair: {link!r}", '["r1", "h1"]')
+        raise opts.error("link", f"not a [router, host] pair: {link!r}", '["r1", "h1"]')
     gw, host = link
     for n in link:
         if n not in nodes:
-            raise w.error("link", f"unknown node {n!r}", ", ".join(nodes))
-    gw_iface = r.link_iface(w, plan, gw, "link", host)
+            raise opts.error("link", f"unknown node {n!r}", ", ".join(nodes))
+    gw_iface = opts.link(gw, "link", host)
     relayed = node != gw
-    ip = r.versions_opt(w, table)
-    ra = r.str_opt(w, table, "ra", "stateful" if 6 in ip else "none")
+    ip = opts.versions()
+    ra = opts.text("ra") if "ra" in opts.table else ("stateful" if 6 in ip else "none")
     if ra not in RA_MODES:
-        raise w.error("ra", f"unknown mode {ra!r}", ", ".join(RA_MODES))
+        raise opts.error("ra", f"unknown mode {ra!r}", ", ".join(RA_MODES))
     pools = []
     for fam in ip:
         if fam == 6 and ra == "slaac":
@@ -117,10 +115,11 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
         net = r.iface_net(gw_iface, fam)
         router = r.iface_addr(gw_iface, fam)
         if net is None or router is None:
-            raise w.error("ip", f"the link {gw}-{host} has no IPv{fam} subnet", "ip = [4] or [6]")
-        pools.append(_pool(w, table, f"pool{fam}", net, router, host))
+            raise opts.error("ip", f"the link {gw}-{host} has no IPv{fam} subnet",
+                             "ip = [4] or [6]")
+        pools.append(_pool(opts, f"pool{fam}", net, router, host))
     if ra != "none" and relayed:
-        raise w.error("ra", f"{node} is not on the link {gw}-{host}: it cannot advertise there",
+        raise opts.error("ra", f"{node} is not on the link {gw}-{host}: it cannot advertise there",
                       'ra = "none" (a relay forwards DHCPv6 without RAs)')  # fmt: skip
     return Options(
         node=node,
@@ -129,7 +128,7 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
         dev=None if relayed else gw_iface.name,
         pools=tuple(pools),
         ra=ra,
-        lease_time=r.int_opt(w, table, "lease_time", 3600, 120, 86400),
+        lease_time=opts.integer("lease_time", 120, 86400),
     )
 
 
@@ -206,7 +205,7 @@ class DhcpServer(r.RouterFeature):
     cpu_processes = ("dnsmasq",)
 
     def configure(self, opts: FeatureOptions) -> None:
-        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+        self.o = parse(opts)
 
     def actions(self) -> list[Action]:
         ready = (listening_67(self.node),) if 4 in (p.family for p in self.o.pools) else ()
@@ -220,11 +219,11 @@ class DhcpServer(r.RouterFeature):
         ]
 
     def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
-        """The server's check is its clients' (dhcp-client features on its link)."""
-        from testbed.features.dhcp_client import DhcpClient
-
+        """The server's check is its clients' (dhcp-client features on its link: found by kind,
+        so that this module does not import the client's, which imports this one)."""
         for f in others:
-            if isinstance(f, DhcpClient) and (f.o.peer, f.o.node) == self.o.link:
+            if (isinstance(f, r.RouterFeature) and f.kind == CLIENT_KIND
+                    and (f.o.peer, f.o.node) == self.o.link):
                 res = f.check(tb, ip, others)
                 if res.feature != "slaac":  # SLAAC is the server's router advertisements
                     res.feature = KIND

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features._nft import NftRouterFeature, NftTable
 from testbed.features.base import Option
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "firewall"
 TABLE = "tb_firewall"
@@ -35,31 +33,32 @@ class Options:
         return any(a.proto == proto and a.port == port and ip in a.ip for a in self.allow)
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+def parse(opts: FeatureOptions) -> Options:
     """Validate: the allow-lists are PROTO/PORT per version; client and server for the check
     default to the router's first two neighbours."""
-    node = r.node_opt(w, table, "node", nodes)
-    ip = r.versions_opt(w, table)
+    plan, nodes = opts.addresses, opts.topology.node_names
+    node = opts.node
+    ip = opts.versions()
     allow: dict[tuple[str, int], list[int]] = {}
     for fam in (4, 6):
-        for i, spec in enumerate(r.str_list(w, table, f"allow{fam}")):
+        for i, spec in enumerate(opts.strings(f"allow{fam}")):
             if fam not in ip:
-                raise w.error(f"allow{fam}", f"IPv{fam} is not filtered (ip = {list(ip)})",
+                raise opts.error(f"allow{fam}", f"IPv{fam} is not filtered (ip = {list(ip)})",
                               f"ip = \"both\" or no allow{fam}")  # fmt: skip
-            allow.setdefault(r.proto_port(w, f"allow{fam}[{i}]", spec), []).append(fam)
+            allow.setdefault(opts.proto_port(f"allow{fam}[{i}]", spec), []).append(fam)
     peers = [i.peer_node for i in plan.of(node)]
-    client = table.get("client", peers[0] if peers else None)
-    server = table.get("server", peers[1] if len(peers) > 1 else None)
+    client = opts.table.get("client", peers[0] if peers else None)
+    server = opts.table.get("server", peers[1] if len(peers) > 1 else None)
     for key, n in (("client", client), ("server", server)):
         if not isinstance(n, str) or n not in nodes or n == node:
-            raise w.error(
+            raise opts.error(
                 key, f"bad node {n!r} for the check", "a node on either side of the router"
             )
     assert isinstance(client, str) and isinstance(server, str)
     return Options(
         node,
         ip,
-        r.bool_opt(w, table, "icmp", True),
+        opts.boolean("icmp"),
         tuple(Allow(p, port, tuple(v)) for (p, port), v in allow.items()),
         client,
         server,
@@ -89,14 +88,8 @@ def ruleset(o: Options) -> str:
             )
     for fam in o.ip:
         rules.append(f'meta nfproto ipv{fam} counter drop comment "deny-v{fam}"')
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain forward {\n"
-        "        type filter hook forward priority filter; policy drop;\n"
-        + "".join(f"        {line}\n" for line in rules)
-        + "    }\n"
-        "}\n"
-    )
+    return r.nft_table_text("inet", TABLE, ("forward", "type filter hook forward priority "
+                                            "filter; policy drop;", rules))
 
 
 def describe(o: Options) -> list[str]:

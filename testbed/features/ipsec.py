@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.actions import Action, Check, Command, Succeeds
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
@@ -51,38 +49,40 @@ def lab_key(*parts: str) -> str:
     return "0x" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:40]
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+def parse(opts: FeatureOptions) -> Options:
     """Validate: two routers with addresses of the outer family, a subnet behind each."""
-    node = r.node_opt(w, table, "node", nodes)
-    peer = r.node_opt(w, table, "peer", nodes)
+    plan, nodes = opts.addresses, opts.topology.node_names
+    node = opts.node
+    peer = opts.node_name("peer")
     if peer == node:
-        raise w.error("peer", f"{node} cannot tunnel to itself", "the router at the other end")
-    link = r.link_iface(w, plan, node, "peer", peer)
-    back = r.link_iface(w, plan, peer, "peer", node)
+        raise opts.error("peer", f"{node} cannot tunnel to itself", "the router at the other end")
+    link = opts.link(node, "peer", peer)
+    back = opts.link(peer, "peer", node)
 
     def behind(key: str, router: str, other: str) -> str:
         default = next((i.peer_node for i in plan.of(router) if i.peer_node != other), None)
-        value = table.get(key, default)
+        value = opts.table.get(key, default)
         if not isinstance(value, str) or value not in nodes:
-            raise w.error(key, f"bad node {value!r}", f"a neighbour of {router} other than {other}")
-        r.link_iface(w, plan, router, key, value)
+            raise opts.error(key, f"bad node {value!r}",
+                             f"a neighbour of {router} other than {other}")
+        opts.link(router, key, value)
         return value
 
     inside = behind("inside", node, peer)
     peer_inside = behind("peer_inside", peer, node)
-    outer_opt = table.get("outer", "same")
+    outer_opt = opts.table.get("outer", "same")
     if outer_opt not in ("same", 4, 6, "4", "6"):
-        raise w.error(
+        raise opts.error(
             "outer", f"bad value {outer_opt!r}", "same (IPv4 in IPv4, IPv6 in IPv6), 4 or 6"
         )
     tunnels = []
-    for fam in r.versions_opt(w, table):
+    for fam in opts.versions():
         outer = fam if outer_opt == "same" else int(outer_opt)
         a, b = link.address(outer), back.address(outer)
-        net_a = r.iface_net(r.link_iface(w, plan, node, "inside", inside), fam)
-        net_b = r.iface_net(r.link_iface(w, plan, peer, "peer_inside", peer_inside), fam)
+        net_a = r.iface_net(opts.link(node, "inside", inside), fam)
+        net_b = r.iface_net(opts.link(peer, "peer_inside", peer_inside), fam)
         if a is None or b is None or net_a is None or net_b is None:
-            raise w.error("ip", f"IPv{fam} in IPv{outer} needs those addresses on both routers",
+            raise opts.error("ip", f"IPv{fam} in IPv{outer} needs those addresses on both routers",
                           'ip = 4 or outer = "same"')  # fmt: skip
         tunnels.append(
             Tunnel(
@@ -164,15 +164,10 @@ def counting_ruleset(o: Options, t: Tunnel, inside_addr: str) -> str:
     ESP packets, and clear-text packets from the host behind `node` that carry no IPsec
     state (a decrypted packet passes again, with it)."""
     key = "ip" if t.inner == 4 else "ip6"
-    return (
-        f"table netdev {CHECK_TABLE} {{\n"
-        "    chain ingress {\n"
-        f"        type filter hook ingress device {r.nft_quote(o.peer_dev)} priority 0;\n"
-        '        meta l4proto esp counter comment "esp"\n'
-        f'        meta ipsec missing {key} saddr {inside_addr} counter comment "clear"\n'
-        "    }\n"
-        "}\n"
-    )
+    return r.nft_table_text("netdev", CHECK_TABLE, (
+        "ingress", f"type filter hook ingress device {r.nft_quote(o.peer_dev)} priority 0;",
+        ['meta l4proto esp counter comment "esp"',
+         f'meta ipsec missing {key} saddr {inside_addr} counter comment "clear"']))
 
 
 def xfrm_counts(tb: r.RouterTestbed, node: str) -> list[str]:
@@ -198,13 +193,12 @@ def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
         "outer": f"IPv{t.outer} {t.a} -> {t.b}",
         "xfrm_state": xfrm_counts(tb, o.peer),
     }
-    failures = []
-    if p["received"] < p["sent"]:
-        failures.append(f"{p['received']}/{p['sent']} ping replies through the tunnel")
-    if seen.get("esp", 0) < p["sent"]:
-        failures.append(f"{o.peer} saw {seen.get('esp', 0)} ESP packets for {p['sent']} pings")
-    if seen.get("clear", 0):
-        failures.append(f"{seen['clear']} clear-text packets from {src} on the wire")
+    esp, clear, sent = seen.get("esp", 0), seen.get("clear", 0), p["sent"]
+    failures = [why for failed, why in (
+        (p["received"] < sent, f"{p['received']}/{sent} ping replies through the tunnel"),
+        (esp < sent, f"{o.peer} saw {esp} ESP packets for {sent} pings"),
+        (clear > 0, f"{clear} clear-text packets from {src} on the wire"),
+    ) if failed]
     return r.verdict(KIND, ip, evidence, failures)
 
 
@@ -228,7 +222,7 @@ class Ipsec(r.RouterFeature):
     guest_modules = ("esp4", "esp6", "xfrm_user")
 
     def configure(self, opts: FeatureOptions) -> None:
-        self.o = parse(self.where(opts), opts.table, opts.addresses, opts.topology.node_names)
+        self.o = parse(opts)
 
     def actions(self) -> list[Action]:
         return [Command(node, tuple(a), tuple(u)) for node, a, u in commands(self.o)]

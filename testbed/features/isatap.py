@@ -103,23 +103,8 @@ class Isatap(Feature):
         work = f"isatap-{r}"
         out: list[Action] = [
             # the router's interface: the paper's Fig. 7, lines 01-03, plus an address
-            Command(
-                r,
-                (
-                    "ip",
-                    "link",
-                    "add",
-                    dev,
-                    "type",
-                    "sit",
-                    "local",
-                    self.router_v4,
-                    "ttl",
-                    "64",
-                    "isatap",
-                ),
-                undo_argv=("ip", "link", "del", dev),
-            ),
+            Command(r, ("ip", "link", "add", dev, "type", "sit", "local", self.router_v4, "ttl",
+                        "64", "isatap"), undo_argv=("ip", "link", "del", dev)),
             Command(r, ("ip", "link", "set", dev, "up")),
             Command(r, ("ip", "-6", "addr", "add", f"{self.router_address}/64", "dev", dev)),
             WaitUntil(

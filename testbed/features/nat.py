@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features._nft import NftRouterFeature, NftTable
 from testbed.features.base import Option
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "nat"
 TABLE = "tb_nat"
@@ -41,52 +40,54 @@ class Options:
         return dict(self.out_addresses)[family]
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+def parse(opts: FeatureOptions) -> Options:
     """Validate the options against the address plan (pure: creates nothing)."""
-    node = r.node_opt(w, table, "node", nodes)
-    outside = r.node_opt(w, table, "outside", nodes)
-    iface = r.link_iface(w, plan, node, "outside", outside)
-    ip = r.versions_opt(w, table)
+    plan, nodes = opts.addresses, opts.topology.node_names
+    node = opts.node
+    outside = opts.node_name("outside")
+    iface = opts.link(node, "outside", outside)
+    ip = opts.versions()
     outs = []
     for fam in ip:
         a = r.iface_addr(iface, fam)
         if a is None:
-            raise w.error("ip", f"{node}'s link to {outside} has no IPv{fam} address", "ip = [4]")
+            raise opts.error("ip", f"{node}'s link to {outside} has no IPv{fam} address",
+                             "ip = [4]")
         outs.append((fam, a))
     forwards = []
-    for i, spec in enumerate(r.str_list(w, table, "forwards")):
+    for i, spec in enumerate(opts.strings("forwards")):
         key = f"forwards[{i}]"
         fix = '"PROTO/PORT=NODE[:PORT]", e.g. "tcp/8080=h1:80"'
         if spec.count("=") != 1:
-            raise w.error(key, f"not PROTO/PORT=NODE[:PORT]: {spec!r}", fix)
+            raise opts.error(key, f"not PROTO/PORT=NODE[:PORT]: {spec!r}", fix)
         outer, target = spec.split("=")
-        proto, port = r.proto_port(w, key, outer)
+        proto, port = opts.proto_port(key, outer)
         to, _, to_port_text = target.partition(":")
         if to not in nodes:
-            raise w.error(key, f"unknown node {to!r} in {spec!r}", ", ".join(nodes))
+            raise opts.error(key, f"unknown node {to!r} in {spec!r}", ", ".join(nodes))
         to_port = port
         if to_port_text:
             if not to_port_text.isdigit() or not 1 <= int(to_port_text) <= 65535:
-                raise w.error(key, f"bad port {to_port_text!r} in {spec!r}", "a port 1-65535")
+                raise opts.error(key, f"bad port {to_port_text!r} in {spec!r}", "a port 1-65535")
             to_port = int(to_port_text)
         addrs = []
         for fam in ip:
             try:
                 addrs.append((fam, plan.address(to, fam)))
             except KeyError:
-                raise w.error(key, f"{to} has no IPv{fam} address", "a node with one") from None
+                raise opts.error(key, f"{to} has no IPv{fam} address", "a node with one") from None
         forwards.append(Forward(proto, port, to, to_port, tuple(addrs)))
-    inside = table.get("inside")
+    inside = opts.table.get("inside")
     if inside is None:
         inside = next((i.peer_node for i in plan.of(node) if i.peer_node != outside), None)
     if inside is None or inside not in nodes or inside == outside:
-        raise w.error("inside", f"bad inside node {inside!r}", "a neighbour of the router")
+        raise opts.error("inside", f"bad inside node {inside!r}", "a neighbour of the router")
     return Options(
         node=node,
         outside=outside,
         out_if=iface.name,
         out_addresses=tuple(outs),
-        masquerade=r.bool_opt(w, table, "masquerade", True),
+        masquerade=opts.boolean("masquerade"),
         inside=inside,
         ip=ip,
         forwards=tuple(forwards),
@@ -111,17 +112,10 @@ def ruleset(o: Options) -> str:
         for fam in o.ip
         if o.masquerade
     ]
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain prerouting {\n"
-        "        type nat hook prerouting priority dstnat; policy accept;\n"
-        + "".join(f"        {line}\n" for line in pre)
-        + "    }\n"
-        "    chain postrouting {\n"
-        "        type nat hook postrouting priority srcnat; policy accept;\n"
-        + "".join(f"        {line}\n" for line in post)
-        + "    }\n"
-        "}\n"
+    return r.nft_table_text(
+        "inet", TABLE,
+        ("prerouting", "type nat hook prerouting priority dstnat; policy accept;", pre),
+        ("postrouting", "type nat hook postrouting priority srcnat; policy accept;", post),
     )
 
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.actions import Action, Check, Command, HasRoute
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features._nft import NftRouterFeature, NftTable
 from testbed.features.base import Option
+from testbed.features.base import Options as FeatureOptions
 
 KIND = "nptv6"
 TABLE = "tb_nptv6"
@@ -30,28 +28,28 @@ class Options:
     outside_dev: str  # the outside neighbour's interface on that link
 
 
-def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str]) -> Options:
+def parse(opts: FeatureOptions) -> Options:
     """Validate: the prefix is IPv6, as long as the inside link's, and no link uses it."""
-    node = r.node_opt(w, table, "node", nodes)
-    inside = r.node_opt(w, table, "inside", nodes)
-    outside = r.node_opt(w, table, "outside", nodes)
-    in_iface = r.link_iface(w, plan, node, "inside", inside)
-    out_iface = r.link_iface(w, plan, node, "outside", outside)
+    node = opts.node
+    inside = opts.node_name("inside")
+    outside = opts.node_name("outside")
+    in_iface = opts.link(node, "inside", inside)
+    out_iface = opts.link(node, "outside", outside)
     inside_net = r.iface_net(in_iface, 6)
     gateway = r.iface_addr(out_iface, 6)
     if inside_net is None or gateway is None:
-        raise w.error(
+        raise opts.error(
             "node", f"{node}'s links to {inside} and {outside} need IPv6", "stack = 'dual'"
         )
-    prefix = r.network_opt(w, table, "prefix", 6)
+    prefix = opts.network("prefix", 6, example="2001:db8:5::/64")
     if prefix.prefixlen != inside_net.prefixlen:
-        raise w.error(
+        raise opts.error(
             "prefix",
             f"{prefix} is a /{prefix.prefixlen}, the inside prefix {inside_net} a "
             f"/{inside_net.prefixlen}: NPTv6 maps prefixes of equal length",
             f"an IPv6 /{inside_net.prefixlen} that no link uses",
         )
-    r.check_no_overlap(w, plan, "prefix", prefix)
+    opts.no_overlap("prefix", prefix)
     assert isinstance(inside_net, ipaddress.IPv6Network) and isinstance(
         prefix, ipaddress.IPv6Network
     )
@@ -71,19 +69,14 @@ def parse(w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequen
 def ruleset(o: Options) -> str:
     """Outbound: source prefix inside -> prefix; inbound: destination prefix -> inside."""
     oif = r.nft_quote(o.out_if)
-    return (
-        f"table ip6 {TABLE} {{\n"
-        "    chain postrouting {\n"
-        "        type nat hook postrouting priority srcnat; policy accept;\n"
-        f"        oifname {oif} ip6 saddr {o.inside_prefix} counter "
-        f'snat ip6 prefix to {o.prefix} comment "outbound"\n'
-        "    }\n"
-        "    chain prerouting {\n"
-        "        type nat hook prerouting priority dstnat; policy accept;\n"
-        f"        iifname {oif} ip6 daddr {o.prefix} counter "
-        f'dnat ip6 prefix to {o.inside_prefix} comment "inbound"\n'
-        "    }\n"
-        "}\n"
+    out = (f"oifname {oif} ip6 saddr {o.inside_prefix} counter snat ip6 prefix to {o.prefix} "
+           'comment "outbound"')
+    back = (f"iifname {oif} ip6 daddr {o.prefix} counter dnat ip6 prefix to {o.inside_prefix} "
+            'comment "inbound"')
+    return r.nft_table_text(
+        "ip6", TABLE,
+        ("postrouting", "type nat hook postrouting priority srcnat; policy accept;", [out]),
+        ("prerouting", "type nat hook prerouting priority dstnat; policy accept;", [back]),
     )
 
 

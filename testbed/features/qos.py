@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.actions import Action, Check, NftRuleset, Succeeds, Tc
-from testbed.addressing import AddressPlan
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
 from testbed.measure import iperf
 from testbed.measure.kinds.base import wait_listening
-from testbed.models import parse_rate
 
 KIND = "qos"  # HTB; "qos-hfsc": HFSC
 TABLE = "tb_qos"
@@ -70,46 +68,45 @@ class Options:
         return next(c for c in self.classes if c.proto is None)
 
 
-def _rate(w: r.Where, table: Mapping[str, Any], key: str) -> int:
-    text = table.get(key)
+def _rate(opts: FeatureOptions, key: str, text: Any) -> int:
+    """A rate option (or a class's rate) in bit/s; errors name `key`."""
     if text is None:
-        raise w.error(key, "missing", "a rate like 20mbit")
+        raise opts.error(key, "missing", "a rate like 20mbit")
     try:
-        return int(parse_rate(str(text)))
+        return int(units.rate(str(text), unlimited=False))
     except ValueError as exc:
-        raise w.error(key, str(exc), "a rate like 20mbit") from None
+        raise opts.error(key, str(exc), "a rate like 20mbit") from None
 
 
-def parse(
-    w: r.Where, table: Mapping[str, Any], plan: AddressPlan, nodes: Sequence[str], scheduler: str
-) -> Options:
+def parse(opts: FeatureOptions, scheduler: str) -> Options:
     """Validate: classes "NAME:RATE[:PROTO/PORT]", exactly one without PROTO/PORT (the
     default), guaranteed rates adding up to at most the link rate."""
-    node = r.node_opt(w, table, "node", nodes)
-    towards = r.node_opt(w, table, "towards", nodes)
-    dev = r.link_iface(w, plan, node, "towards", towards).name
+    plan, nodes = opts.addresses, opts.topology.node_names
+    node = opts.node
+    towards = opts.node_name("towards")
+    dev = opts.link(node, "towards", towards).name
     if scheduler not in SCHEDULERS:
-        raise w.error("kind", f"unknown scheduler {scheduler!r}", ", ".join(SCHEDULERS))
-    total = _rate(w, table, "rate")
-    specs = r.str_list(w, table, "classes")
+        raise opts.error("kind", f"unknown scheduler {scheduler!r}", ", ".join(SCHEDULERS))
+    total = _rate(opts, "rate", opts.table.get("rate"))
+    specs = opts.strings("classes")
     fix = '["gold:15mbit:udp/5001", "bulk:5mbit"]'
     if len(specs) < 2:
-        raise w.error("classes", "needs at least two classes", fix)
+        raise opts.error("classes", "needs at least two classes", fix)
     classes: list[Class] = []
     for i, spec in enumerate(specs):
         key = f"classes[{i}]"
         parts = spec.split(":")
         if len(parts) not in (2, 3) or not parts[0]:
-            raise w.error(key, f"not NAME:RATE[:PROTO/PORT]: {spec!r}", fix)
+            raise opts.error(key, f"not NAME:RATE[:PROTO/PORT]: {spec!r}", fix)
         name = parts[0]
         if not all(c.isalnum() or c in "-_" for c in name) or name in (c.name for c in classes):
-            raise w.error(key, f"bad or repeated class name {name!r}", "letters, digits, - or _")
-        rate = _rate(w, {key: parts[1]}, key)
-        proto, port = r.proto_port(w, key, parts[2]) if len(parts) == 3 else (None, None)
+            raise opts.error(key, f"bad or repeated class name {name!r}", "letters, digits, - or _")
+        rate = _rate(opts, key, parts[1])
+        proto, port = opts.proto_port(key, parts[2]) if len(parts) == 3 else (None, None)
         classes.append(Class(name, rate, proto, port, 10 + i))
     defaults = [c for c in classes if c.proto is None]
     if len(defaults) != 1:
-        raise w.error(
+        raise opts.error(
             "classes",
             f"{len(defaults)} classes match no traffic (no PROTO/PORT); exactly one must "
             "(the default class)",
@@ -117,16 +114,16 @@ def parse(
         )
     guaranteed = sum(c.rate_bps for c in classes)
     if guaranteed > total:
-        raise w.error(
+        raise opts.error(
             "classes",
             f"the classes guarantee {guaranteed / 1e6:g} Mbit/s in all, more than "
             f"rate = {total / 1e6:g} Mbit/s",
             "class rates that add up to at most the rate",
         )
     peers = [i.peer_node for i in plan.of(node) if i.peer_node != towards]
-    client = table.get("client", peers[0] if peers else None)
+    client = opts.table.get("client", peers[0] if peers else None)
     if not isinstance(client, str) or client not in nodes or client in (node, towards):
-        raise w.error("client", f"bad node {client!r} for the check", "a node behind the router")
+        raise opts.error("client", f"bad node {client!r} for the check", "a node behind the router")
     return Options(node, towards, dev, scheduler, total, tuple(classes), client)
 
 
@@ -186,14 +183,8 @@ def ruleset(o: Options) -> str:
             f"oifname {r.nft_quote(o.dev)} {c.proto} dport {c.port} counter "
             f"meta priority set {c.classid} comment {r.nft_quote(c.name)}"
         )
-    return (
-        f"table inet {TABLE} {{\n"
-        "    chain postrouting {\n"
-        "        type filter hook postrouting priority mangle; policy accept;\n"
-        + "".join(f"        {line}\n" for line in rules)
-        + "    }\n"
-        "}\n"
-    )
+    return r.nft_table_text("inet", TABLE, ("postrouting", "type filter hook postrouting "
+                                            "priority mangle; policy accept;", rules))
 
 
 def describe(o: Options) -> list[str]:
@@ -310,8 +301,7 @@ class Qos(r.RouterFeature):
     scheduler = "htb"
 
     def configure(self, opts: FeatureOptions) -> None:
-        where = self.where(opts)
-        self.o = parse(where, opts.table, opts.addresses, opts.topology.node_names, self.scheduler)
+        self.o = parse(opts, self.scheduler)
 
     def actions(self) -> list[Action]:
         argvs = tc_argvs(self.o)

@@ -42,24 +42,9 @@ class SixToFour(Feature):
     def actions(self) -> list[Action]:
         dev = self.device
         return [
-            Command(
-                self.node,
-                (
-                    "ip",
-                    "link",
-                    "add",
-                    dev,
-                    "type",
-                    "sit",
-                    "remote",
-                    "any",
-                    "local",
-                    self.v4,
-                    "ttl",
-                    str(self.ttl),
-                ),
-                undo_argv=("ip", "link", "del", dev),
-            ),
+            Command(self.node, ("ip", "link", "add", dev, "type", "sit", "remote", "any", "local",
+                                self.v4, "ttl", str(self.ttl)),
+                    undo_argv=("ip", "link", "del", dev)),
             Command(self.node, ("ip", "link", "set", dev, "up")),
             Command(self.node, ("ip", "-6", "addr", "add", f"{self.address}/16", "dev", dev)),
         ]

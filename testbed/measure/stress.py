@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.actions import FlushRouteCache, SetMtu, Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
@@ -66,10 +66,8 @@ def line_bps(value: Any) -> float:
         return float(value)
     if str(value) in LINE_RATES:
         return LINE_RATES[str(value)]
-    from testbed.models import parse_rate
-
     try:
-        return parse_rate(str(value))
+        return units.rate(str(value), unlimited=False)
     except ValueError as exc:
         raise SpecError("measurement", "line_rate", str(exc), "fastethernet, ethernet, 100mbit"
                         ) from None

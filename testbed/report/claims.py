@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from testbed import models, results
+from testbed import models, results, units
 from testbed.results import TrialRow
 
 Status = Literal["holds", "does not hold", "not measured", "not measurable here"]
@@ -165,7 +165,7 @@ def rate_bps(row: TrialRow) -> float | None:
     if v is None or str(v) in ("unlimited", "max", "0"):
         return None
     try:
-        return models.parse_rate(str(v))
+        return units.rate(str(v), unlimited=False)
     except ValueError:
         return None
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed import models
+from testbed import models, units
 from testbed.report.data import Dataset, Stat, Value, group, metric, params_of
 
 ModelFn = Callable[[str, float], float | None]  # (series, x) -> model value, or None
@@ -81,7 +81,7 @@ def rate_bps(v: Any) -> float | None:
     if v is None:
         return None
     try:
-        return models.parse_rate(str(v))
+        return units.rate(str(v), unlimited=False)
     except ValueError:
         return None
 

@@ -402,3 +402,66 @@ def _raw(t: Topology) -> dict[str, Any]:
         "nodes": {n.name: {"role": n.role, "stack": n.stack} for n in t.nodes},
         "links": [{"endpoints": [lk.a, lk.b]} for lk in t.links],
     }
+
+
+# --- one option reader for every feature --------------------------------------------------------
+
+ROUTED = {
+    "nodes": {"h1": {"role": "host"}, "r1": {"role": "router"}, "h2": {"role": "host"}},
+    "links": [{"endpoints": ["h1", "r1"]}, {"endpoints": ["r1", "h2"]}],
+}
+
+
+def _options(table: dict[str, Any]) -> features.Options:
+    from testbed.addressing import plan_addresses
+    from testbed.features.base import Option
+
+    t = topology_from_dict(ROUTED, file="t.toml")
+    declared = (Option("ip", "versions", "both"), Option("allow", "services", []))
+    return features.Options(t, plan_addresses(t), 3, table, declared, "r1")
+
+
+def test_the_option_reader_reads_versions_lists_services_and_links() -> None:
+    o = _options({"ip": ["6", 4, 6], "allow": "tcp/5201"})
+    assert o.versions() == (6, 4)
+    assert _options({}).versions() == (4, 6)  # the declared default, "both"
+    assert _options({}).versions(default=(4,)) == (4,)
+    assert o.strings("allow") == ["tcp/5201"] and _options({}).strings("allow") == []
+    assert o.proto_port("allow[0]", "udp/53") == ("udp", 53)
+    assert o.link("r1", "towards", "h2").peer_node == "h2"
+    with pytest.raises(SpecError) as err:
+        _options({"ip": 5}).versions()
+    assert err.value.key == "features[3].ip" and "not an IP version: 5" in err.value.problem
+    with pytest.raises(SpecError) as err:
+        o.proto_port("allow[0]", "icmp/1")
+    assert err.value.key == "features[3].allow[0]" and "'icmp'" in err.value.problem
+    with pytest.raises(SpecError) as err:
+        o.link("r1", "towards", "h9")
+    assert err.value.key == "features[3].towards" and "no link to 'h9'" in err.value.problem
+    with pytest.raises(SpecError) as err:
+        _options({"allow": [1]}).strings("allow")
+    assert err.value.key == "features[3].allow" and "list of strings" in err.value.problem
+
+
+def test_router_features_read_their_options_with_the_same_reader() -> None:
+    from testbed.features import _router
+
+    assert not hasattr(_router, "Where") and not hasattr(_router, "str_opt")
+    with pytest.raises(SpecError) as err:
+        compile_plan(topology_from_dict({**ROUTED, "features": [{"kind": "nat", "node": "r1"}]},
+                                        file="t.toml"), "t", netem_available=False)
+    assert err.value.key == "features[0].outside" and err.value.problem == "missing"
+    assert "masqueraded" in str(err.value.allowed)  # the declared option's meaning
+
+
+def test_dhcp_server_finds_its_clients_by_kind_without_importing_them() -> None:
+    import ast
+
+    from testbed.features import dhcp_client, dhcp_server
+
+    assert dhcp_server.CLIENT_KIND == dhcp_client.KIND
+    tree = ast.parse(Path(dhcp_server.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert not any("dhcp_client" in str(m) for m in imported)

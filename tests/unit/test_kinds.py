@@ -487,25 +487,11 @@ def test_an_old_database_opens_and_shows(tmp_path: Path) -> None:
     assert "rtt_median_ms                  ms" in _show(db)
 
 
-def test_declaration_tables_read_toml_defaults_choices_and_bounds() -> None:
-    (a, b, c) = base.param_table("""
-proto | str | "udp" | udp, tcp | transport
-n | int | 5 | max 1_000 | how many
-on | bool | false |  | a switch \
-that goes on
-""")
-    assert (a.default, a.choices, b.default, b.max, c.default) == ("udp", ("udp", "tcp"), 5,
-                                                                   1000.0, False)
-    assert c.doc == "a switch that goes on"
-    assert base.param_table("ip | ip | 4 | 4, 6 | version")[0].choices == (4, 6)
-    with pytest.raises(ValueError, match="5 cells"):
-        base.param_table("x | int | 1 | version")
+def test_declarations_refuse_unknown_types_and_units() -> None:
     with pytest.raises(ValueError, match="type 'integer'"):
-        base.param_table("x | integer | 1 |  | a number")
-    with pytest.raises(ValueError, match="not a TOML value"):
-        base.param_table("x | str | udp |  | unquoted text")
+        base.Param("x", "integer", 1, "a number")
     with pytest.raises(ValueError, match="unit 'Mbit/s'"):
-        base.metric_table("x | Mbit/s | a rate")
+        base.Metric("x", "Mbit/s", "a rate")
 
 
 def test_the_report_reads_paper_description_and_units(tmp_path: Path) -> None:

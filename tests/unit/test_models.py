@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from testbed import models
+from testbed import models, units
 from testbed.cli import main
 from testbed.models import (
     RATES,
@@ -14,7 +14,6 @@ from testbed.models import (
     frame_bytes,
     max_throughput_bps,
     owd,
-    parse_rate,
     store_and_forward_owd,
     ttfs,
 )
@@ -373,13 +372,13 @@ def test_other_bad_inputs() -> None:
     ],
 )
 def test_parse_rate(text: str, bps: float) -> None:
-    assert parse_rate(text) == pytest.approx(bps)
+    assert units.rate(text, unlimited=False) == pytest.approx(bps)
 
 
 @pytest.mark.parametrize("text", ["", "fast", "10mb", "-5", "0", "abc", "1e6", "unlimited"])
 def test_parse_rate_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="rate"):
-        parse_rate(text)
+        units.rate(text, unlimited=False)
 
 
 def test_rate_presets() -> None:

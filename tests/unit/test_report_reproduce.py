@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import pytest
 
 from testbed.cli import main
-from testbed.commands.report import _parse_only, _subset, choose, resolve_paper
+from testbed.commands.report import _parse_only, _subset, resolve_paper
 from testbed.errors import UsageError
 from testbed.experiment import find_experiment, load_experiment, plan
+from testbed.tiers import choose
 
 
 def lacks(*features: str):  # type: ignore[no-untyped-def]
@@ -42,7 +43,7 @@ def test_gamess_delay_goes_to_the_vm_only_without_netem() -> None:
     forced = choose(exp, lacks("netem"), forced="host")
     assert {c.tier for c in forced} == {"host"}
     assert "host lacks netem" in next(c.reason for c in forced if c.measurement == "owd_v4")
-    virtual = choose(exp, lacks("netem"), virtual=True)
+    virtual = choose(exp, lacks("netem"))
     assert {(c.tier, c.clock) for c in virtual} == {("host", "real"), ("vm", "virtual")}
 
 
@@ -126,12 +127,11 @@ def test_kinds_that_build_their_own_topology_declare_its_kernel_needs() -> None:
 
 def test_reproduce_puts_what_needs_esp_or_hfsc_in_the_vm(monkeypatch: pytest.MonkeyPatch) -> None:
     exp = load_experiment(find_experiment("gometz-2015-kernel"), "quick")
-    choices = choose(exp, lacks("esp", "hfsc"), virtual=True)
+    choices = choose(exp, lacks("esp", "hfsc"))
     assert {c.measurement: c.tier for c in choices} == {"features": "vm", "profiles": "vm"}
     assert all("esp" in c.reason for c in choices)
-    here = choose(exp, lacks(), virtual=True)  # a host with every module: all on the host
+    here = choose(exp, lacks())  # a host with every module: all on the host
     assert {c.tier for c in here} == {"host"}
     gm = load_experiment(find_experiment("gometz-2015"), "quick")
-    tiers = {c.measurement: c.tier for c in choose(gm, lacks("esp", "hfsc", "netem"),
-                                                   virtual=True)}
+    tiers = {c.measurement: c.tier for c in choose(gm, lacks("esp", "hfsc", "netem"))}
     assert tiers["features"] == tiers["profiles"] == "host"  # nothing there needs esp/hfsc

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from testbed import units
 from testbed.errors import SpecError
-from testbed.topology import load_topology, parse_rate, topology_from_dict
+from testbed.topology import load_topology, topology_from_dict
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 CORE = ["p2p", "host-router", "one-router", "two-routers", "chain"]
@@ -34,6 +35,10 @@ def test_chain_parameter(routers: int) -> None:
     assert [n.name for n in topo.nodes if n.role == "router"] == [
         f"r{i}" for i in range(1, routers + 1)
     ]
+
+
+def parse_rate(value: object, file: str, key: str) -> float | None:
+    return units.in_spec(units.rate, value, file, key)
 
 
 def test_rate_presets_and_numbers() -> None:

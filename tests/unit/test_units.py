@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import models, topology, units
+from testbed import topology, units
 from testbed.errors import SpecError
 
 
@@ -28,8 +28,9 @@ from testbed.errors import SpecError
 )
 def test_every_reader_agrees_on_a_rate(value: object, bps: float) -> None:
     assert units.rate(value) == pytest.approx(bps)
-    assert topology.parse_rate(value, "t.toml", "links[0].rate") == pytest.approx(bps)
-    assert models.parse_rate(str(value)) == pytest.approx(bps)
+    assert units.in_spec(units.rate, value, "t.toml", "links[0].rate") == pytest.approx(bps)
+    assert units.rate(str(value), unlimited=False) == pytest.approx(bps)
+    assert units.rate(value, zero=True) == pytest.approx(bps)
 
 
 @pytest.mark.parametrize("value", ["", "fast", "10m", "-5", 0, -1, True, "abc", "1e6", 1e6, "0bit"])
@@ -37,10 +38,10 @@ def test_bad_rates_are_refused_by_every_reader(value: object) -> None:
     with pytest.raises(units.UnitError):
         units.rate(value)
     with pytest.raises(SpecError) as err:
-        topology.parse_rate(value, "t.toml", "links[0].rate")
+        units.in_spec(units.rate, value, "t.toml", "links[0].rate")
     assert "links[0].rate" in str(err.value) and "t.toml" in str(err.value)
     with pytest.raises(ValueError):
-        models.parse_rate(str(value))
+        units.rate(str(value), unlimited=False)
 
 
 def test_unlimited_only_where_allowed() -> None:
@@ -48,6 +49,14 @@ def test_unlimited_only_where_allowed() -> None:
     assert units.rate("max") is None
     with pytest.raises(units.UnitError, match="a limit is needed"):
         units.rate("unlimited", unlimited=False)
+
+
+@pytest.mark.parametrize("value", [None, 0, "0", "unlimited", "max"])
+def test_a_measurements_rate_may_be_zero_or_unset_for_unlimited(value: object) -> None:
+    assert units.rate(value, zero=True) is None
+    if value in (None, 0, "0"):
+        with pytest.raises(units.UnitError):
+            units.rate(value)
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed.measure import acl, stress
+from testbed.measure.kinds import base
 from testbed.measure.kinds._stress import (
     MIX,
     PPS_INSTEAD,
@@ -15,25 +16,17 @@ from testbed.measure.kinds._stress import (
     STREAM_METRICS,
     check_mix,
 )
-from testbed.measure.kinds.base import (
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     check_mix(out, given)
     if not out["acl"] and ("rules" in given or "apply" in given):
-        raise ParamProblem("acl", "acl = false (no ACL) with rules or apply given",
+        raise base.ParamProblem("acl", "acl = false (no ACL) with rules or apply given",
                            "acl = true, or leave out rules and apply for the baseline")
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     router = str(p["router"])
     in_if = stress.iface_towards(tb, router, str(p["client"]))
     out_if = stress.iface_towards(tb, router, str(p["server"]))
@@ -49,7 +42,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         counters = scope.counters()
     metrics.update(acl.walked_metrics(counters, families))
     metrics["acl_rules"] = float(rules)
-    return Measured(metrics, {**doc, "acl": {"rules": rules, "apply": p["apply"],
+    return base.Measured(metrics, {**doc, "acl": {"rules": rules, "apply": p["apply"],
                                               "ruleset": scope.text, "counters": counters}})
 
 
@@ -91,4 +84,5 @@ KIND = Kind(
     runner=run,
     check=check,
     programs=("nft",),
+    measures="cost",
 )

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.api import ProcessLike as ProcessLike
 from testbed.api import TestbedLike as TestbedLike
 from testbed.errors import CommandError, DaemonError, SpecError
@@ -27,12 +27,17 @@ from testbed.measure.cpu import CpuSampler
 
 @dataclass
 class Context:
-    """Per-run helpers: a fresh port per server, the Python that runs the probes, and (for
-    tests only) a fixed scratch folder; otherwise files go to the testbed's scratch folder."""
+    """Per-run helpers: a fresh port per server (from `first_port` on), the Python that runs
+    the probes, and (for tests only) a fixed scratch folder; otherwise files go to the
+    testbed's scratch folder."""
 
     python: str = sys.executable
     scratch: Path | None = None
-    _ports: itertools.count[int] = field(default_factory=lambda: itertools.count(20000))
+    first_port: int = 20000
+    _ports: itertools.count[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._ports = itertools.count(self.first_port)
 
     def port(self) -> int:
         return next(self._ports)
@@ -122,55 +127,15 @@ class Metric:
         return re.fullmatch(rx, key) is not None
 
 
-def _rows(text: str, columns: int, what: str) -> list[list[str]]:
-    rows = []
-    for line in text.strip().splitlines():
-        cells = [c.strip() for c in line.split(" | ")]
-        if len(cells) != columns:
-            raise ValueError(f"{what} table row {line.strip()!r}: {columns} cells separated by "
-                             f"' | ' expected, got {len(cells)}")
-        rows.append(cells)
-    return rows
+Measures = Literal["delay", "throughput", "timing", "cost", "function"]
+"""What a kind measures, for the tier choice (testbed.tiers) and parallel runs:
+delay: per-packet delay over the experiment's links (shaped links need netem's per-packet
+serialization, so the full-kernel tier where the host lacks netem); throughput: a rate through
+shaped links (tbf on the host is faithful; trials may run side by side on shaped links);
+timing: arrival times at a receiver; cost: CPU or loss costs of a stack or router; function:
+whether something works."""
 
-
-def _toml_value(text: str, where: str) -> Any:
-    import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        raise ValueError(f"{where}: {text!r} is not a TOML value") from None
-
-
-def param_table(text: str) -> tuple[Param, ...]:
-    """Parameters from a table, one a line (a backslash ends a line that goes on):
-    `name | type | default | allowed | meaning`.
-    default: a TOML value (`"tcp"`, `5`, `true`), empty for none; allowed: `max N`, or choices
-    separated by commas (TOML values where they read as such, else text), or empty."""
-    out = []
-    for name, type_, default, allowed, doc in _rows(text, 5, "parameter"):
-        where = f"parameter {name}"
-        choices: tuple[Any, ...] = ()
-        top = None
-        if allowed.startswith("max "):
-            top = float(_toml_value(allowed[4:].replace("_", ""), where))
-        elif allowed:
-            choices = tuple(_choice(c.strip(), where) for c in allowed.split(","))
-        out.append(Param(name, type_, _toml_value(default, where) if default else None, doc,
-                         choices, top))
-    return tuple(out)
-
-
-def _choice(text: str, where: str) -> Any:
-    try:
-        return _toml_value(text, where)
-    except ValueError:
-        return text
-
-
-def metric_table(text: str) -> tuple[Metric, ...]:
-    """Metrics from a table, one a line: `name | unit | meaning`."""
-    return tuple(Metric(name, unit, doc) for name, unit, doc in _rows(text, 3, "metric"))
+THROUGHPUT_ON_HOST = "throughput through shaped links: tbf on the host is faithful"
 
 
 class ParamProblem(Exception):
@@ -203,6 +168,10 @@ class Kind:
     # kinds that build their own topology: the kernel features a trial with these (validated)
     # parameters needs, so that `testbed reproduce` can choose its tier before building
     kernel_needs: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
+    # what it measures (Measures): the tier choice and parallel runs read it; no default, so
+    # that a new kind says whether it times delays over the links or a rate through them
+    measures: Measures = field(kw_only=True)
+    host_reason: str = ""  # why the host kernel measures it faithfully (`reproduce` says it)
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
@@ -266,7 +235,7 @@ def check_value(p: Param, v: Any, file: str, key: str) -> None:
     if t == "ratio" and not _is_ratio(v):
         raise _bad(file, key, v, 'IPv4/IPv6 percentages such as "100/0", "90/10", "50/50"')
     if t == "rate":
-        rate_bps(v, file, key)
+        units.in_spec(lambda r: units.rate(r, zero=True), v, file, key)
     if p.choices and v not in p.choices:
         raise SpecError(file, key, f"{v!r} is not allowed", ", ".join(str(c) for c in p.choices))
 
@@ -306,36 +275,28 @@ def _is_ratio(v: Any) -> bool:
     return math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 and a + b > 0
 
 
-def rate_bps(value: Any, file: str = "measurement", key: str = "rate") -> float | None:
-    """A rate parameter in bit/s (`testbed.units.rate`: a preset, a number of Mbit/s, "10mbit",
-    "10 Mbit/s"); None, 0, "max" and "unlimited" mean unlimited (None)."""
-    if value in (None, 0, "0"):
-        return None
-    from testbed import units
-
-    return units.in_spec(units.rate, value, file, key)
-
-
 # --- shared parameter groups and their checks -----------------------------------------------
 
-ENDPOINTS = param_table("""
-client | node | "h1" |  | the node that runs the client (sender)
-server | node | "h2" |  | the node that runs the server (receiver)
-ip | ip | 4 | 4, 6 | IP version of the traffic
-""")
+ENDPOINTS = (
+    Param("client", "node", "h1", "the node that runs the client (sender)"),
+    Param("server", "node", "h2", "the node that runs the server (receiver)"),
+    Param("ip", "ip", 4, "IP version of the traffic", choices=(4, 6)),
+)
 
-CPU = param_table("""
-cpu | bool | true |  | sample CPU use (machine /proc/stat, programs by pid) during the traffic
-cpu_processes | names |  |  | programs to sample by name; unset: the programs the topology's \
-features run (every process in its namespaces but the kind's own)
-""")
+CPU = (
+    Param("cpu", "bool", True, "sample CPU use (machine /proc/stat, programs by pid) during the "
+          "traffic"),
+    Param("cpu_processes", "names", None, "programs to sample by name; unset: the programs the "
+          "topology's features run (every process in its namespaces but the kind's own)"),
+)
 
-CPU_METRICS = metric_table("""
-cpu_machine_softirq_pct | % | softirq share of all CPUs (kernel forwarding)
-cpu_machine_system_pct | % | system share of all CPUs
-cpu_machine_user_pct | % | user share of all CPUs
-cpu_{program}_pct | % | a sampled program (e.g. tayga), % of one CPU, summed over its nodes
-""")
+CPU_METRICS = (
+    Metric("cpu_machine_softirq_pct", "%", "softirq share of all CPUs (kernel forwarding)"),
+    Metric("cpu_machine_system_pct", "%", "system share of all CPUs"),
+    Metric("cpu_machine_user_pct", "%", "user share of all CPUs"),
+    Metric("cpu_{program}_pct", "%", "a sampled program (e.g. tayga), % of one CPU, summed over "
+           "its nodes"),
+)
 
 SIZES = ("frame_size", "ip_payload", "size", "length")
 

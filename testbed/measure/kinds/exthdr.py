@@ -10,19 +10,13 @@ import subprocess
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from testbed.measure import exthdr, stress
+from testbed.measure.kinds import base
 from testbed.measure.kinds._stress import ROUTER_METRICS, paced, through
-from testbed.measure.kinds.base import (
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds.base import Kind, Metric, Param
 from testbed.measure.routercpu import RouterCpu
 
 RULE_TABLE = "tbexthdr"
@@ -32,16 +26,35 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     try:
         exthdr.data_for_frame(str(out["variant"]), int(out["frame_size"]))
     except ValueError as exc:
-        raise ParamProblem("frame_size", str(exc), "a larger frame_size (the paper: 1280)"
+        raise base.ParamProblem("frame_size", str(exc), "a larger frame_size (the paper: 1280)"
                            ) from None
 
 
-def snmp6(tb: TestbedLike, node: str) -> dict[str, int]:
+def snmp6(tb: base.TestbedLike, node: str) -> dict[str, int]:
     out = tb.run(node, ["cat", "/proc/net/snmp6"]).stdout
     return {k: int(v) for k, v in (ln.split() for ln in out.splitlines() if ln.strip())}
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def load_rule(tb: base.TestbedLike, router: str, folder: Path, stack: ExitStack) -> None:
+    """The upper-layer rule (`meta l4proto udp`, counted) on `router`, removed with `stack`."""
+    rules = folder / f"exthdr-{router}.nft"
+    rules.write_text(f"table inet {RULE_TABLE} {{\n  chain upper {{ type filter hook "
+                     "forward priority 0; policy accept;\n    meta l4proto udp counter "
+                     "accept\n  }\n}\n")
+    tb.run(router, ["nft", "-f", str(rules)])
+    stack.callback(tb.run, router, ["nft", "delete", "table", "inet", RULE_TABLE], check=False)
+    stack.callback(rules.unlink, missing_ok=True)
+
+
+def rule_packets(tb: base.TestbedLike, router: str) -> int:
+    """The packets the upper-layer rule counted."""
+    listing = json.loads(tb.run(router, ["nft", "-j", "list", "table", "inet",
+                                         RULE_TABLE]).stdout)
+    return sum(int(e["counter"]["packets"]) for item in listing.get("nftables", [])
+               for e in item.get("rule", {}).get("expr", []) if "counter" in e)
+
+
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     variant = str(p["variant"])
     client, server, router = str(p["client"]), str(p["server"]), str(p["router"])
     in_if = stress.iface_towards(tb, router, client)
@@ -56,14 +69,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
                         f"net.ipv6.conf.{in_if}.seg6_enabled"):
                 stack.enter_context(stress.sysctl_set(tb, router, key, "1"))
         if p["rule"]:
-            rules = folder / f"exthdr-{router}.nft"
-            rules.write_text(f"table inet {RULE_TABLE} {{\n  chain upper {{ type filter hook "
-                             "forward priority 0; policy accept;\n    meta l4proto udp counter "
-                             "accept\n  }\n}\n")
-            tb.run(router, ["nft", "-f", str(rules)])
-            stack.callback(tb.run, router, ["nft", "delete", "table", "inet", RULE_TABLE],
-                           check=False)
-            stack.callback(rules.unlink, missing_ok=True)
+            load_rule(tb, router, folder, stack)
         cap = None
         if p["capture"]:
             cap = tb.popen(server, ["tcpdump", "-n", "-U", "-i", cap_if, "-c",
@@ -83,14 +89,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
             timeout=duration * 3 + 60)
         doc = cpu.stop()
         h1 = snmp6(tb, router)
-        counter = 0
-        if p["rule"]:
-            listing = json.loads(tb.run(router, ["nft", "-j", "list", "table", "inet",
-                                                 RULE_TABLE]).stdout)
-            for item in listing.get("nftables", []):
-                for e in item.get("rule", {}).get("expr", []):
-                    if "counter" in e:
-                        counter += int(e["counter"]["packets"])
+        counter = rule_packets(tb, router) if p["rule"] else 0
         chains: list[dict[str, Any]] = []
         if cap is not None:
             time.sleep(0.2)
@@ -121,7 +120,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     if sdoc["attempted"]:
         metrics["router_us_per_packet"] = float(doc["router_ns"]) / 1000.0 / sdoc["attempted"]
     metrics["sender_pps"] = float(sdoc["attempted"]) / dur if dur else metrics["sender_pps"]
-    return Measured(metrics, {"sender": sdoc, "cpu": doc, "captured": chains[:5],
+    return base.Measured(metrics, {"sender": sdoc, "cpu": doc, "captured": chains[:5],
                               "expected_chain": want})
 
 
@@ -161,4 +160,5 @@ KIND = Kind(
     runner=run,
     check=check,
     programs=("tcpdump", "nft"),
+    measures="cost",
 )

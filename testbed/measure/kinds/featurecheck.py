@@ -7,16 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testbed.errors import MissingCapability
+from testbed.measure.kinds import base
 from testbed.measure.kinds._nested import built
-from testbed.measure.kinds.base import (
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 STATUS = {"works": 1.0, "fails": 0.0, "not supported": -1.0}
 
@@ -40,7 +33,7 @@ def outcome(results: Sequence[Mapping[str, Any]]) -> str:
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     have = checkable()
     if out["feature"] not in have:
-        raise ParamProblem("feature", f"no check for {out['feature']!r}", ", ".join(have))
+        raise base.ParamProblem("feature", f"no check for {out['feature']!r}", ", ".join(have))
 
 
 def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
@@ -52,7 +45,7 @@ def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
     return kernel_needs_of_file(find_topology(topology)) if topology else ()
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     del tb, ctx  # the check builds its own topology
     kind = str(p["feature"])
     topology = str(p.get("topology") or checkable()[kind])
@@ -72,7 +65,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         results = [{"feature": kind, "ip": ip, "status": "not supported", "evidence": {},
                     "reason": f"{topology} has no {kind} feature"}]  # fmt: skip
     status = outcome(results)
-    return Measured(
+    return base.Measured(
         {"status": STATUS[status], "works": 1.0 if status == "works" else 0.0},
         {"feature": kind, "ip": ip, "topology": topology, "status": status, "checks": results},
     )
@@ -94,4 +87,5 @@ KIND = Kind(
     runner=run,
     check=check,
     kernel_needs=kernel_needs,
+    measures="function",
 )

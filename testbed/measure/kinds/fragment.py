@@ -54,4 +54,5 @@ KIND = Kind(
     ),
     runner=runner(stress.fragmentation),
     check=check,
+    measures="cost",
 )

@@ -46,4 +46,5 @@ KIND = Kind(
     ),
     runner=runner(stress.icmp_load),
     check=check,
+    measures="cost",
 )

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.errors import CommandError
 from testbed.measure import iperf
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def flows(p: Mapping[str, Any]) -> list[tuple[int, float]]:
@@ -28,7 +29,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
-    rate = base.rate_bps(p.get("rate"))
+    rate = units.rate(p.get("rate"), zero=True)
     duration = float(p["duration"])
     results = {}
     with ExitStack() as stack:
@@ -77,27 +78,35 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     )
 
 
-PARAMS = base.param_table("""
-protocol | str | "tcp" | tcp, udp | transport
-duration | number | 5 | max 3600 | seconds of traffic
-length | size |  |  | iperf3 -l: bytes per write (TCP) or datagram (UDP)
-ip_payload | size |  |  | IP payload bytes (UDP header + data)
-frame_size | size |  |  | Ethernet frame bytes (header + FCS included)
-rate | rate |  |  | offered rate (shared by ratio's flows); unset: unlimited
-direction | str | "forward" | forward, reverse, bidir | who sends
-streams | int | 1 | max 128 | parallel streams (iperf3 -P)
-ratio | ratio |  |  | "IPv4/IPv6" shares of concurrent flows, e.g. "90/10"
-nodelay | bool | false |  | TCP_NODELAY (iperf3 -N)
-""")
-
-METRICS = base.metric_table("""
-receiver_bps | bit/s | received rate of all flows together
-v{ip}_receiver_bps | bit/s | received rate of the IPv4 (v4) or IPv6 (v6) flow
-v{ip}_sender_bps | bit/s | sent rate of the v4 or v6 flow
-v{ip}_lost_percent | % | UDP datagrams lost, v4 or v6 flow
-v{ip}_retransmits | count | TCP retransmissions, v4 or v6 flow
-""")
-
-KIND = base.Kind("iperf3", "iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
-                 "`iperf3 -J`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
-                 (*METRICS, *base.CPU_METRICS), run, check, programs=("iperf3",))
+KIND = Kind(
+    name="iperf3",
+    doc="iperf3 TCP/UDP throughput; `ratio` runs IPv4 and IPv6 flows at once",
+    tool="`iperf3 -J`",
+    params=(
+        *base.ENDPOINTS,
+        Param("protocol", "str", "tcp", "transport", choices=("tcp", "udp")),
+        Param("duration", "number", 5, "seconds of traffic", max=3600),
+        Param("length", "size", None, "iperf3 -l: bytes per write (TCP) or datagram (UDP)"),
+        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
+        Param("frame_size", "size", None, "Ethernet frame bytes (header + FCS included)"),
+        Param("rate", "rate", None, "offered rate (shared by ratio's flows); unset: unlimited"),
+        Param("direction", "str", "forward", "who sends", choices=("forward", "reverse", "bidir")),
+        Param("streams", "int", 1, "parallel streams (iperf3 -P)", max=128),
+        Param("ratio", "ratio", None, "\"IPv4/IPv6\" shares of concurrent flows, e.g. \"90/10\""),
+        Param("nodelay", "bool", False, "TCP_NODELAY (iperf3 -N)"),
+        *base.CPU,
+    ),
+    metrics=(
+        Metric("receiver_bps", "bit/s", "received rate of all flows together"),
+        Metric("v{ip}_receiver_bps", "bit/s", "received rate of the IPv4 (v4) or IPv6 (v6) flow"),
+        Metric("v{ip}_sender_bps", "bit/s", "sent rate of the v4 or v6 flow"),
+        Metric("v{ip}_lost_percent", "%", "UDP datagrams lost, v4 or v6 flow"),
+        Metric("v{ip}_retransmits", "count", "TCP retransmissions, v4 or v6 flow"),
+        *base.CPU_METRICS,
+    ),
+    runner=run,
+    check=check,
+    programs=("iperf3",),
+    measures="throughput",
+    host_reason=base.THROUGHPUT_ON_HOST,
+)

@@ -38,4 +38,5 @@ KIND = Kind(
     ),
     runner=runner(stress.offered_load),
     check=check_mix,
+    measures="cost",
 )

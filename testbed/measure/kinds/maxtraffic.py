@@ -30,4 +30,5 @@ KIND = Kind(
     ),
     runner=runner(stress.max_traffic),
     check=check_mix,
+    measures="cost",
 )

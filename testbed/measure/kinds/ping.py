@@ -9,6 +9,7 @@ from typing import Any
 from testbed import waiting
 from testbed.measure import ping
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -39,21 +40,26 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, {"argv": argv, **r.to_dict()})
 
 
-PARAMS = base.param_table("""
-frame_size | size |  |  | Ethernet frame bytes (-s frame - 18 - IP header - 8)
-size | size |  |  | ICMP data bytes (ping -s; default 56)
-count | int | 120 | max 10000000 | echo requests
-interval | number | 0.01 | max 60 | seconds between requests
-""")
-
-METRICS = base.metric_table("""
-loss_percent | % | echo requests without a reply
-icmp_data | B | ICMP data bytes of each request
-rtt_min_ms | ms | smallest round trip
-rtt_mean_ms | ms | mean round trip
-rtt_max_ms | ms | largest round trip
-rtt_median_ms | ms | median round trip
-""")
-
-KIND = base.Kind("ping", "ICMP echo round trips (ping)", "`ping` (text parser)", (*base.ENDPOINTS,
-                 *PARAMS), METRICS, run, check)
+KIND = Kind(
+    name="ping",
+    doc="ICMP echo round trips (ping)",
+    tool="`ping` (text parser)",
+    params=(
+        *base.ENDPOINTS,
+        Param("frame_size", "size", None, "Ethernet frame bytes (-s frame - 18 - IP header - 8)"),
+        Param("size", "size", None, "ICMP data bytes (ping -s; default 56)"),
+        Param("count", "int", 120, "echo requests", max=10_000_000),
+        Param("interval", "number", 0.01, "seconds between requests", max=60),
+    ),
+    metrics=(
+        Metric("loss_percent", "%", "echo requests without a reply"),
+        Metric("icmp_data", "B", "ICMP data bytes of each request"),
+        Metric("rtt_min_ms", "ms", "smallest round trip"),
+        Metric("rtt_mean_ms", "ms", "mean round trip"),
+        Metric("rtt_max_ms", "ms", "largest round trip"),
+        Metric("rtt_median_ms", "ms", "median round trip"),
+    ),
+    runner=run,
+    check=check,
+    measures="delay",
+)

@@ -11,6 +11,7 @@ from testbed import waiting
 from testbed.errors import CommandError
 from testbed.measure import ping, pingpong
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 TCP_HEADER = 20
 
@@ -133,43 +134,51 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     })
 
 
-PARAMS = base.param_table("""
-protocol | str | "udp" | udp, tcp | transport (TCP with TCP_NODELAY)
-size | size |  |  | message bytes (UDP data or TCP bytes; default 64)
-ip_payload | size |  |  | IP payload bytes (UDP/TCP header + message)
-count | int | 1000 | max 10000000 | round trips
-busy_poll | bool | true |  | spin instead of blocking when client and server fit on the CPUs
-overhead | bool | true |  | also run the probe over loopback (its own cost)
-overhead_fork | bool | false |  | the loopback run forked by the client, not two more programs: \
-~3.5 s less a trial in the full-kernel tier; its overhead reads 0.2-1.5 µs higher there
-keep_samples | bool | true |  | store every round trip in the result
-""")
-
-METRICS = base.metric_table("""
-owd_mean_us | us | mean one-way delay (RTT/2)
-owd_min_us | us | smallest one-way delay
-owd_max_us | us | largest one-way delay
-owd_median_us | us | median one-way delay
-owd_p99_us | us | 99th percentile one-way delay
-owd_p999_us | us | 99.9th percentile one-way delay
-owd_stdev_us | us | standard deviation of the one-way delay
-owd_typical_latency_us | us | typical latency (median, RFC 8219)
-owd_worst_case_latency_us | us | worst-case latency (p99.9, RFC 8219)
-owd_pdv_p99_us | us | packet delay variation, p99 - min (RFC 5481)
-owd_pdv_p999_us | us | packet delay variation, p99.9 - min (RFC 5481)
-owd_ipdv_mean_us | us | mean |difference| of consecutive delays (RFC 3393)
-rtt_mean_us | us | mean round trip (as zeadally-2004 reports it)
-rtt_min_us | us | smallest round trip
-rtt_max_us | us | largest round trip
-rtt_median_us | us | median round trip
-rtt_p99_us | us | 99th percentile round trip
-lost | count | requests without a reply in time
-busy_poll | flag | 1: the probe spun (busy-polled), 0: it blocked
-message_bytes | B | message bytes of each request
-probe_overhead_median_us | us | median OWD of the probe over loopback
-probe_overhead_mean_us | us | mean OWD of the probe over loopback
-""")
-
-KIND = base.Kind("pingpong", "ping-pong one-way delay probe (OWD = RTT/2)",
-                 "`python -m testbed.measure.pingpong`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
-                 (*METRICS, *base.CPU_METRICS), run, check)
+KIND = Kind(
+    name="pingpong",
+    doc="ping-pong one-way delay probe (OWD = RTT/2)",
+    tool="`python -m testbed.measure.pingpong`",
+    params=(
+        *base.ENDPOINTS,
+        Param("protocol", "str", "udp", "transport (TCP with TCP_NODELAY)", choices=("udp", "tcp")),
+        Param("size", "size", None, "message bytes (UDP data or TCP bytes; default 64)"),
+        Param("ip_payload", "size", None, "IP payload bytes (UDP/TCP header + message)"),
+        Param("count", "int", 1000, "round trips", max=10_000_000),
+        Param("busy_poll", "bool", True, "spin instead of blocking when client and server fit on "
+              "the CPUs"),
+        Param("overhead", "bool", True, "also run the probe over loopback (its own cost)"),
+        Param("overhead_fork", "bool", False, "the loopback run forked by the client, not two "
+              "more programs: ~3.5 s less a trial in the full-kernel tier; its overhead reads "
+              "0.2-1.5 µs higher there"),
+        Param("keep_samples", "bool", True, "store every round trip in the result"),
+        *base.CPU,
+    ),
+    metrics=(
+        Metric("owd_mean_us", "us", "mean one-way delay (RTT/2)"),
+        Metric("owd_min_us", "us", "smallest one-way delay"),
+        Metric("owd_max_us", "us", "largest one-way delay"),
+        Metric("owd_median_us", "us", "median one-way delay"),
+        Metric("owd_p99_us", "us", "99th percentile one-way delay"),
+        Metric("owd_p999_us", "us", "99.9th percentile one-way delay"),
+        Metric("owd_stdev_us", "us", "standard deviation of the one-way delay"),
+        Metric("owd_typical_latency_us", "us", "typical latency (median, RFC 8219)"),
+        Metric("owd_worst_case_latency_us", "us", "worst-case latency (p99.9, RFC 8219)"),
+        Metric("owd_pdv_p99_us", "us", "packet delay variation, p99 - min (RFC 5481)"),
+        Metric("owd_pdv_p999_us", "us", "packet delay variation, p99.9 - min (RFC 5481)"),
+        Metric("owd_ipdv_mean_us", "us", "mean |difference| of consecutive delays (RFC 3393)"),
+        Metric("rtt_mean_us", "us", "mean round trip (as zeadally-2004 reports it)"),
+        Metric("rtt_min_us", "us", "smallest round trip"),
+        Metric("rtt_max_us", "us", "largest round trip"),
+        Metric("rtt_median_us", "us", "median round trip"),
+        Metric("rtt_p99_us", "us", "99th percentile round trip"),
+        Metric("lost", "count", "requests without a reply in time"),
+        Metric("busy_poll", "flag", "1: the probe spun (busy-polled), 0: it blocked"),
+        Metric("message_bytes", "B", "message bytes of each request"),
+        Metric("probe_overhead_median_us", "us", "median OWD of the probe over loopback"),
+        Metric("probe_overhead_mean_us", "us", "mean OWD of the probe over loopback"),
+        *base.CPU_METRICS,
+    ),
+    runner=run,
+    check=check,
+    measures="delay",
+)

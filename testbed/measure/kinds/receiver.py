@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed import units
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 IPD = ("mean_us", "median_us", "min_us", "max_us", "p99_us", "stdev_us")
 
@@ -19,7 +21,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     n, data = base.ip_payload_and_data(p, ip_v)
-    rate = base.rate_bps(p.get("rate")) or 10e6
+    rate = units.rate(p.get("rate"), zero=True) or 10e6
     pps = rate / (8.0 * n)
     duration = float(p["duration"])
     listen = base.listen_address(tb, p["server"], ip_v)
@@ -51,28 +53,35 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None})
 
 
-PARAMS = base.param_table("""
-frame_size | size | 1518 |  | Ethernet frame bytes (header + FCS included)
-ip_payload | size |  |  | IP payload bytes (UDP header + data)
-size | size |  |  | UDP data bytes
-rate | rate | "10mbit" |  | offered rate of IP payload
-duration | number | 2 | max 3600 | seconds of traffic
-""")
-
-METRICS = base.metric_table("""
-pps | pkt/s | datagrams received per second
-received | count | datagrams received
-lost | count | datagrams sent but not received
-offered_pps | pkt/s | datagrams per second asked of the sender
-sender_pps | pkt/s | datagrams per second the sender achieved
-ipd_mean_us | us | mean inter-packet delay at the receiver
-ipd_median_us | us | median inter-packet delay
-ipd_min_us | us | smallest inter-packet delay
-ipd_max_us | us | largest inter-packet delay
-ipd_p99_us | us | 99th percentile inter-packet delay
-ipd_stdev_us | us | standard deviation of the inter-packet delay
-""")
-
-KIND = base.Kind("receiver", "receiver-side packets/s and inter-packet delay",
-                 "`udpprobe` with arrival times", (*base.ENDPOINTS, *PARAMS, *base.CPU),
-                 (*METRICS, *base.CPU_METRICS), run, check)
+KIND = Kind(
+    name="receiver",
+    doc="receiver-side packets/s and inter-packet delay",
+    tool="`udpprobe` with arrival times",
+    params=(
+        *base.ENDPOINTS,
+        Param("frame_size", "size", 1518, "Ethernet frame bytes (header + FCS included)"),
+        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
+        Param("size", "size", None, "UDP data bytes"),
+        Param("rate", "rate", "10mbit", "offered rate of IP payload"),
+        Param("duration", "number", 2, "seconds of traffic", max=3600),
+        *base.CPU,
+    ),
+    metrics=(
+        Metric("pps", "pkt/s", "datagrams received per second"),
+        Metric("received", "count", "datagrams received"),
+        Metric("lost", "count", "datagrams sent but not received"),
+        Metric("offered_pps", "pkt/s", "datagrams per second asked of the sender"),
+        Metric("sender_pps", "pkt/s", "datagrams per second the sender achieved"),
+        Metric("ipd_mean_us", "us", "mean inter-packet delay at the receiver"),
+        Metric("ipd_median_us", "us", "median inter-packet delay"),
+        Metric("ipd_min_us", "us", "smallest inter-packet delay"),
+        Metric("ipd_max_us", "us", "largest inter-packet delay"),
+        Metric("ipd_p99_us", "us", "99th percentile inter-packet delay"),
+        Metric("ipd_stdev_us", "us", "standard deviation of the inter-packet delay"),
+        *base.CPU_METRICS,
+    ),
+    runner=run,
+    check=check,
+    measures="timing",
+    host_reason="receiver timing of traffic paced below the link rate: the sender sets it",
+)

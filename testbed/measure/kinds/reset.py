@@ -34,4 +34,5 @@ KIND = Kind(
         Metric("timeout_s", "s", "the trial's timeout"),
     ),
     runner=runner(reset.outages),
+    measures="timing",
 )

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from testbed import waiting
+from testbed import units, waiting
 from testbed.measure import rfc2544 as search
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def max_late_s(p: Mapping[str, Any]) -> float:
@@ -136,7 +137,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     ip_v = int(p["ip"])
     n, data = base.ip_payload_and_data(p, ip_v)
     link = base.bottleneck_bps(tb)
-    given_max = base.rate_bps(p.get("max_rate"), "measurement", "max_rate")
+    given_max = units.rate(p.get("max_rate"), zero=True)
     # RFC 2544 section 26.3: the frame loss test starts at the maximum rate of the medium (the
     # model's line rate at the bottleneck link), not at the zero-loss throughput
     if given_max is not None:
@@ -183,35 +184,45 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, result)
 
 
-PARAMS = base.param_table("""
-frame_size | size |  |  | Ethernet frame bytes (header + FCS included)
-ip_payload | size |  |  | IP payload bytes (UDP header + data)
-size | size |  |  | UDP data bytes (default 18)
-duration | number | 2 | max 3600 | seconds of each trial
-resolution | number | 0.002 | max 1 | search resolution, a fraction of max_rate
-max_rate | rate |  |  | top of the search; unset: 1.02 x the model's rate at the bottleneck link \
-(1 Gbit/s unshaped)
-test | str | "throughput" | throughput, frame_loss, both | which RFC 2544 tests
-drain_s | number | 0.5 | max 60 | receiver's idle time that ends a trial
-max_late_ms | number |  | max 60000 | how late the last datagram may arrive; unset: 2 ms per \
-second of trial + 3 ms
-""")
-
-METRICS = base.metric_table("""
-ip_payload | B | IP payload of each datagram (UDP header + data)
-udp_data | B | UDP data of each datagram
-throughput_bps | bit/s | zero-loss throughput, IP payload bits
-throughput_udp_data_bps | bit/s | zero-loss throughput, UDP data bits
-throughput_pps | pkt/s | zero-loss throughput, datagrams
-throughput_sent_bps | bit/s | what the credited trial really sent (less when its sender stalled)
-generator_limited | flag | 1: the sender, not the device, capped the search
-search_trials | count | trials the search ran
-frame_loss_pct_at_start | % | frame loss at the line rate (section 26.3)
-frame_loss_pct_max | % | largest frame loss of the steps
-frame_loss_steps | count | frame loss steps run
-frame_loss_start_generator_short | flag | 1: the sender could not offer the line rate
-""")
-
-KIND = base.Kind("rfc2544", "RFC 2544/5180 zero-loss throughput search and frame loss rate",
-                 "built-in paced UDP sender + receiver (`testbed.measure.udpprobe`)",
-                 (*base.ENDPOINTS, *PARAMS, *base.CPU), (*METRICS, *base.CPU_METRICS), run, check)
+KIND = Kind(
+    name="rfc2544",
+    doc="RFC 2544/5180 zero-loss throughput search and frame loss rate",
+    tool="built-in paced UDP sender + receiver (`testbed.measure.udpprobe`)",
+    params=(
+        *base.ENDPOINTS,
+        Param("frame_size", "size", None, "Ethernet frame bytes (header + FCS included)"),
+        Param("ip_payload", "size", None, "IP payload bytes (UDP header + data)"),
+        Param("size", "size", None, "UDP data bytes (default 18)"),
+        Param("duration", "number", 2, "seconds of each trial", max=3600),
+        Param("resolution", "number", 0.002, "search resolution, a fraction of max_rate", max=1),
+        Param("max_rate", "rate", None, "top of the search; unset: 1.02 x the model's rate at the "
+              "bottleneck link (1 Gbit/s unshaped)"),
+        Param("test", "str", "throughput", "which RFC 2544 tests",
+              choices=("throughput", "frame_loss", "both")),
+        Param("drain_s", "number", 0.5, "receiver's idle time that ends a trial", max=60),
+        Param("max_late_ms", "number", None, "how late the last datagram may arrive; unset: 2 ms "
+              "per second of trial + 3 ms", max=60_000),
+        *base.CPU,
+    ),
+    metrics=(
+        Metric("ip_payload", "B", "IP payload of each datagram (UDP header + data)"),
+        Metric("udp_data", "B", "UDP data of each datagram"),
+        Metric("throughput_bps", "bit/s", "zero-loss throughput, IP payload bits"),
+        Metric("throughput_udp_data_bps", "bit/s", "zero-loss throughput, UDP data bits"),
+        Metric("throughput_pps", "pkt/s", "zero-loss throughput, datagrams"),
+        Metric("throughput_sent_bps", "bit/s", "what the credited trial really sent (less when its "
+               "sender stalled)"),
+        Metric("generator_limited", "flag", "1: the sender, not the device, capped the search"),
+        Metric("search_trials", "count", "trials the search ran"),
+        Metric("frame_loss_pct_at_start", "%", "frame loss at the line rate (section 26.3)"),
+        Metric("frame_loss_pct_max", "%", "largest frame loss of the steps"),
+        Metric("frame_loss_steps", "count", "frame loss steps run"),
+        Metric("frame_loss_start_generator_short", "flag", "1: the sender could not offer the line "
+               "rate"),
+        *base.CPU_METRICS,
+    ),
+    runner=run,
+    check=check,
+    measures="throughput",
+    host_reason=base.THROUGHPUT_ON_HOST,
+)

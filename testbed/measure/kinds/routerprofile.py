@@ -3,21 +3,12 @@ NAT, VPN) on its own topology: TCP throughput, one-way delay and CPU (gometz-201
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.measure.kinds import base
 from testbed.measure.kinds._nested import built
-from testbed.measure.kinds.base import (
-    CPU_METRICS,
-    Context,
-    Kind,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    TestbedLike,
-)
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 PLAIN = "plain"  # every profile parameter of the topology left false
 PORT = 5201  # the firewall profile lets tcp/5201 through
@@ -37,7 +28,7 @@ def profiles(topology: str) -> list[str]:
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     have = profiles(str(out["topology"]))
     if out["profile"] not in have:
-        raise ParamProblem("profile", f"{out['topology']} has no profile {out['profile']!r}",
+        raise base.ParamProblem("profile", f"{out['topology']} has no profile {out['profile']!r}",
                            ", ".join(have))  # fmt: skip
 
 
@@ -51,7 +42,7 @@ def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
     return kernel_needs_of_file(find_topology(topology), switches)
 
 
-def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
+def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     del tb  # the profile builds its own topology
     from testbed.measure import kinds
 
@@ -60,7 +51,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
     profile = str(p["profile"])
     switch = {} if profile == PLAIN else {profile: "true"}
     with built(str(p["topology"]), switch) as ptb:
-        pctx = Context(python=ctx.python, _ports=itertools.count(PORT))
+        pctx = base.Context(python=ctx.python, first_port=PORT)
         flow = kinds.validate_params(
             "iperf3",
             {"client": "h1", "server": "h2", "ip": ip, "protocol": "tcp",
@@ -80,7 +71,8 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: Context) -> Measured:
         metrics["owd_ms"] = lat.metrics["rtt_median_ms"] / 2
     metrics["loss_percent"] = lat.metrics["loss_percent"]
     metrics.update({k: v for k, v in thr.metrics.items() if k.startswith("cpu_")})
-    return Measured(metrics, {"profile": p["profile"], "iperf3": thr.result, "ping": lat.result})
+    return base.Measured(metrics, {"profile": p["profile"], "iperf3": thr.result,
+                                   "ping": lat.result})
 
 
 KIND = Kind(
@@ -100,9 +92,10 @@ KIND = Kind(
         Metric("rtt_median_ms", "ms", "median ping round trip h1 -> h2"),
         Metric("owd_ms", "ms", "one-way delay: half the median round trip"),
         Metric("loss_percent", "%", "echo requests without a reply"),
-        *CPU_METRICS,
+        *base.CPU_METRICS,
     ),
     runner=run,
     check=check,
     kernel_needs=kernel_needs,
+    measures="cost",
 )

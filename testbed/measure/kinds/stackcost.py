@@ -7,6 +7,7 @@ from typing import Any
 
 from testbed.measure import stackcost
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
@@ -30,17 +31,22 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, doc)
 
 
-PARAMS = base.param_table("""
-count | int | 500 | max 10000000 | repetitions of each operation
-""")
-
-METRICS = base.metric_table("""
-tcp_socket_create_us | us | median time to create a TCP socket
-udp_socket_create_us | us | median time to create a UDP socket
-tcp_connect_us | us | median TCP connect (handshake) time
-connection_cycle_us | us | median socket + connect + close
-connections_per_s | conn/s | TCP connections opened and closed per second
-""")
-
-KIND = base.Kind("stackcost", "socket creation, TCP connect, connections per second",
-                 "`python -m testbed.measure.stackcost`", (*base.ENDPOINTS, *PARAMS), METRICS, run)
+KIND = Kind(
+    name="stackcost",
+    doc="socket creation, TCP connect, connections per second",
+    tool="`python -m testbed.measure.stackcost`",
+    params=(
+        *base.ENDPOINTS,
+        Param("count", "int", 500, "repetitions of each operation", max=10_000_000),
+    ),
+    metrics=(
+        Metric("tcp_socket_create_us", "us", "median time to create a TCP socket"),
+        Metric("udp_socket_create_us", "us", "median time to create a UDP socket"),
+        Metric("tcp_connect_us", "us", "median TCP connect (handshake) time"),
+        Metric("connection_cycle_us", "us", "median socket + connect + close"),
+        Metric("connections_per_s", "conn/s", "TCP connections opened and closed per second"),
+    ),
+    runner=run,
+    measures="cost",
+    host_reason="end-system stack costs: no link timing involved",
+)

@@ -7,6 +7,7 @@ from typing import Any
 
 from testbed.measure import pingpong
 from testbed.measure.kinds import base
+from testbed.measure.kinds.base import Kind, Metric, Param
 
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
@@ -38,20 +39,26 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     return base.Measured(metrics, {"probe": doc, "cpu": cpu or None})
 
 
-# name | type | default (TOML) | allowed (max N, or choices) | meaning
-PARAMS = base.param_table("""
-size | size | 64 |  | message bytes
-count | int | 100 | max 1_000_000 | round trips
-""")
-
-# name | unit | meaning
-METRICS = base.metric_table("""
-rtt_median_us | us | median round trip
-lost | count | requests without a reply
-""")
-
-# name (= the module's), one-line doc, the tool, params, metrics, runner, check, programs it
-# starts (never sampled as a feature's CPU; python, the probes, never is)
-KIND = base.Kind("tcprtt", "median TCP round trip of the ping-pong probe",
-                 "`python -m testbed.measure.pingpong`", (*base.ENDPOINTS, *PARAMS, *base.CPU),
-                 (*METRICS, *base.CPU_METRICS), run, check, programs=())
+KIND = Kind(
+    name="tcprtt",  # the module's name
+    doc="median TCP round trip of the ping-pong probe",
+    tool="`python -m testbed.measure.pingpong`",
+    # Param(name, type (base.PARAM_TYPES), default (None: unset), meaning, choices=, max=)
+    params=(
+        *base.ENDPOINTS,
+        Param("size", "size", 64, "message bytes"),
+        Param("count", "int", 100, "round trips", max=1_000_000),
+        *base.CPU,
+    ),
+    # Metric(name, unit (a key of base.UNITS), meaning)
+    metrics=(
+        Metric("rtt_median_us", "us", "median round trip"),
+        Metric("lost", "count", "requests without a reply"),
+        *base.CPU_METRICS,
+    ),
+    runner=run,
+    check=check,  # cross-parameter rules (single values are checked from the declarations)
+    programs=(),  # programs it starts (never sampled as a feature's CPU; python never is)
+    measures="delay",  # base.Measures: what the tier choice and parallel runs read
+    host_reason="",  # why the host kernel measures it faithfully, if it does
+)

@@ -1,0 +1,72 @@
+"""The tier choice reads what the kinds declare: what each measures, and why the host is
+faithful for it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import SimpleNamespace
+
+import pytest
+
+from testbed import tiers
+from testbed.experiment import find_experiment, load_experiment
+from testbed.measure import kinds
+from testbed.measure.kinds import base
+
+
+def lacks(*features: str):  # type: ignore[no-untyped-def]
+    def missing(wanted: Sequence[str]) -> list[str]:
+        return [f for f in wanted if f in features]
+
+    return missing
+
+
+def test_every_kind_declares_what_it_measures() -> None:
+    measures = {k.name: k.measures for k in kinds.KINDS.values()}
+    assert set(measures.values()) <= set(base.Measures.__args__)  # type: ignore[attr-defined]
+    assert {n for n, m in measures.items() if m == "delay"} == {"ping", "pingpong"}
+    assert {n for n, m in measures.items() if m == "throughput"} == {"iperf3", "rfc2544"}
+    for name in ("iperf3", "rfc2544", "stackcost", "receiver"):
+        assert kinds.get(name).host_reason
+
+
+def test_a_delay_kind_over_shaped_links_needs_netem_and_says_why() -> None:
+    exp = load_experiment(find_experiment("gamess-morales"), "quick")
+    choices = tiers.choose(exp, lacks("netem"))
+    owd = [c for c in choices if c.measurement.startswith("owd")]
+    assert owd and all(c.tier == "vm" and c.clock == "virtual" for c in owd)
+    assert all(c.reason.startswith(tiers.NETEM_FOR_DELAY) for c in owd)
+    thr = [c for c in choices if c.measurement.startswith("throughput")]
+    assert thr and all(c.tier == "host" and c.clock == "real" for c in thr)
+    assert {c.reason for c in thr} == {kinds.get("iperf3").host_reason}
+
+
+@pytest.mark.parametrize(("names", "timed"), [
+    (["iperf3", "rfc2544"], []),
+    (["iperf3", "pingpong", "load"], ["load", "pingpong"]),
+])
+def test_timed_kinds_are_all_but_throughput(names: list[str], timed: list[str]) -> None:
+    exp = SimpleNamespace(measurements=[SimpleNamespace(kind=n) for n in names])
+    assert tiers.timed_kinds(exp) == timed
+
+
+def test_a_kind_must_say_what_it_measures() -> None:
+    ping = kinds.get("ping")
+    with pytest.raises(TypeError, match="measures"):
+        base.Kind(ping.name, ping.doc, ping.tool, ping.params, ping.metrics,  # type: ignore[call-arg]
+                  ping.runner)
+
+
+def test_no_list_of_kinds_outside_the_kinds() -> None:
+    """The tier choice, parallel runs and the CLI read what the kinds declare: no module of
+    theirs spells a kind's name."""
+    import ast
+    from pathlib import Path
+
+    root = Path(tiers.__file__).parent
+    names = set(kinds.KINDS)
+    for rel in ("tiers.py", "parallel.py", "commands/report.py", "commands/experiment.py"):
+        tree = ast.parse((root / rel).read_text())
+        spelled = {n.value for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str)} & names
+        assert not spelled, f"testbed/{rel} names kinds {sorted(spelled)}"
