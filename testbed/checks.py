@@ -1,5 +1,6 @@
-"""Readiness checks (what a plan waits on) and what every action shares: running an argv in a
-namespace, the `{scratch}` placeholder of the run's scratch folder.
+"""Readiness checks (what a plan waits on, and `wait_listening` for a server a measurement or a
+feature's check starts) and what every action shares: running an argv in a namespace, the
+`{scratch}` placeholder of the run's scratch folder.
 
 A check is a frozen dataclass with `describe()` and `check(env)`: None when it holds, else what
 is still missing; `poll` waits until every check of a list holds.
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from testbed import processes
-from testbed.api import TestbedLike
+from testbed import processes, waiting
+from testbed.api import ProcessLike, TestbedLike
+from testbed.errors import DaemonError
 from testbed.waiting import Deadline, process_timeout
 
 SCRATCH = "{scratch}"
@@ -228,3 +230,53 @@ def poll(
         if (alive is not None and not alive()) or end.expired():
             return reason
         time.sleep(POLL_S)
+
+
+def wait_listening(
+    tb: TestbedLike,
+    node: str,
+    port: int,
+    proto: str,
+    proc: ProcessLike | None = None,
+    deadline_s: float = 60.0,
+    what: str = "server",
+    read_proc: bool = True,
+) -> None:
+    """Wait until something listens on `port` in `node` (or fail saying what did not).
+
+    With `read_proc`, the server's process (`proc`) and a real namespace, the socket tables
+    are read from /proc/PID/net of that process: no program is started per poll (`ip netns
+    exec` + `ss`, two program starts that cost ~0.2-0.5 s each under the full-kernel tier's
+    emulation). Otherwise (a third-party server, a fake testbed, no process) `ss` is polled
+    in the node.
+
+    The deadline is a `waiting.Deadline`: host wall time in a virtual-clock guest, where the
+    guest clock leaps while the server starts (it reads its program over 9p). A server that
+    dies ends the wait at once; the long deadline is for a slow start (a Python probe starting
+    under the full-kernel tier's software emulation on a busy host takes > 10 s).
+    """
+    from testbed import netlink
+
+    flag = "-Hltn" if proto == "tcp" else "-Hlun"
+    pid = getattr(proc, "pid", None)
+    ns = tb.netns(node) if isinstance(pid, int) and hasattr(tb, "netns") else None
+    by_proc = read_proc and ns is not None and netlink.netns_exists(ns)
+
+    def listening() -> bool:
+        if by_proc:
+            assert isinstance(pid, int) and ns is not None
+            return netlink.listening_in_netns_of(pid, ns, port, proto)
+        out = tb.run(node, ["ss", flag, "sport", "=", f":{port}"], check=False).stdout
+        return bool(out.strip())
+
+    def died() -> bool:
+        return proc is not None and not proc.alive()
+
+    if waiting.wait_for(listening, deadline_s, give_up=died):
+        return
+    raise DaemonError(
+        what,
+        node,
+        f"did not listen on {proto} port {port} within {deadline_s} s",
+        "is the program installed and the address configured? see `testbed doctor`",
+    )

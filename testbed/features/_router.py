@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 from testbed import waiting
 from testbed.addressing import Interface
 from testbed.api import TestbedLike
+from testbed.checks import wait_listening
 from testbed.features.base import Feature
 from testbed.measure import iperf
-from testbed.measure.kinds.base import wait_listening
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 RouterTestbed = TestbedLike  # the one Testbed interface (testbed.api), as the features name it

@@ -9,11 +9,11 @@ from typing import Any
 
 from testbed import units, waiting
 from testbed.actions import Action, Check, NftRuleset, Succeeds, Tc
+from testbed.checks import wait_listening
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
 from testbed.measure import iperf
-from testbed.measure.kinds.base import wait_listening
 
 KIND = "qos"  # HTB; "qos-hfsc": HFSC
 TABLE = "tb_qos"

@@ -51,7 +51,7 @@ def outage_once(tb: TestbedLike, ctx: Any, p: Mapping[str, Any]) -> dict[str, An
     pre = float(p["pre_s"])
     port = ctx.port()
     out = ctx.folder(tb) / f"reset-{port}.json"
-    from testbed.measure.kinds.base import wait_listening
+    from testbed.checks import wait_listening
 
     rx = tb.popen(p["server"], udpprobe.recv_argv(
         ctx.python, host=tb.address(p["server"], ip), port=port, out=str(out), idle_s=timeout,

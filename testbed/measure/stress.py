@@ -89,7 +89,7 @@ class FlowSpec:
 
 
 def _wait_udp(tb: TestbedLike, node: str, port: int, proc: ProcessLike) -> None:
-    from testbed.measure.kinds.base import wait_listening
+    from testbed.checks import wait_listening
 
     wait_listening(tb, node, port, "udp", proc, what="udp receiver")
 

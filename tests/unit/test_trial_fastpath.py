@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from testbed import netlink
+from testbed import checks, netlink
 from testbed.errors import DaemonError
 from testbed.measure import pingpong
 from testbed.measure.kinds import base
@@ -75,11 +75,11 @@ def test_wait_listening_reads_proc_instead_of_starting_ss(own_netns: str) -> Non
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
         u.bind(("127.0.0.1", 0))
         port = u.getsockname()[1]
-        base.wait_listening(tb, "h1", port, "udp", me, deadline_s=5.0)  # type: ignore[arg-type]
+        checks.wait_listening(tb, "h1", port, "udp", me, deadline_s=5.0)  # type: ignore[arg-type]
     assert tb.runs == []
     # nothing listens on a closed port: the wait ends (here at once: the deadline is tiny)
     with pytest.raises(DaemonError, match="did not listen"):
-        base.wait_listening(tb, "h1", port, "udp", me, deadline_s=0.05)  # type: ignore[arg-type]
+        checks.wait_listening(tb, "h1", port, "udp", me, deadline_s=0.05)  # type: ignore[arg-type]
     assert tb.runs == []
 
 
@@ -111,7 +111,7 @@ def test_wait_listening_polls_ss_without_a_real_namespace() -> None:
     tb = NoSsTestbed("tb-no-such-namespace-here")
     me = SimpleNamespace(pid=os.getpid(), alive=lambda: True)
     with pytest.raises(DaemonError, match="did not listen"):
-        base.wait_listening(tb, "h1", 9, "udp", me, deadline_s=0.05)  # type: ignore[arg-type]
+        checks.wait_listening(tb, "h1", 9, "udp", me, deadline_s=0.05)  # type: ignore[arg-type]
     assert tb.runs and tb.runs[0][0] == "ss"
 
 

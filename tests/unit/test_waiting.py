@@ -18,7 +18,6 @@ import pytest
 from testbed import checks, waiting
 from testbed.errors import DaemonError
 from testbed.measure import kinds, pingpong, udpprobe
-from testbed.measure.kinds import base as kind_base
 from testbed.measure.kinds import pingpong as pingpong_kind
 
 
@@ -119,7 +118,7 @@ class SlowStartTestbed:
 
 def test_wait_listening_survives_a_leaping_guest_clock(virtual: Path) -> None:
     tb = SlowStartTestbed(polls_needed=5)  # ~300 s of guest time, milliseconds of host time
-    kind_base.wait_listening(tb, "h2", 20000, "udp", deadline_s=10.0)  # type: ignore[arg-type]
+    checks.wait_listening(tb, "h2", 20000, "udp", deadline_s=10.0)  # type: ignore[arg-type]
     assert tb.polls == 5
 
 
@@ -128,13 +127,13 @@ def test_wait_listening_gives_up_on_the_host_clock(virtual: Path,
     host = iter(float(i) for i in range(0, 10_000, 4))
     monkeypatch.setattr(waiting, "host_time", lambda env=None: next(host))
     with pytest.raises(DaemonError, match=r"within 10\.0 s"):
-        kind_base.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
+        checks.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
                                deadline_s=10.0)
 
 
 def test_wait_listening_real_clock_still_times_out(real: None) -> None:
     with pytest.raises(DaemonError):
-        kind_base.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
+        checks.wait_listening(SlowStartTestbed(10**6), "h2", 1, "udp",  # type: ignore[arg-type]
                                deadline_s=10.0)
 
 
