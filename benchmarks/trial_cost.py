@@ -87,9 +87,9 @@ def starts(tb: Testbed, n: int = 3) -> dict[str, float]:
         "python -c pass": [py, "-c", "pass"],
         "python -S -c pass": [py, "-S", "-c", "pass"],
         "python -I -S -c pass": [py, "-I", "-S", "-c", "pass"],
-        "python import pingpong": [py, "-c", "import testbed.measure.pingpong"],
-        "pingpong --help": [py, "-m", "testbed.measure.pingpong", "--help"],
-        "probe start --help": [*probe.start(py, "testbed.measure.pingpong"), "--help"],
+        "python import pingpong": [py, "-c", "import testbed.measure.pingpong_probe"],
+        "pingpong --help": [py, "-m", "testbed.measure.pingpong_probe", "--help"],
+        "probe start --help": [*probe.start(py, "testbed.measure.pingpong_probe"), "--help"],
     }
     out = {}
     for name, argv in cases.items():

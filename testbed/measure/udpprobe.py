@@ -27,7 +27,7 @@ from typing import Any
 
 from testbed import waiting
 from testbed.measure import probe
-from testbed.measure.pingpong import choose_mode, percentile, precise_sleep
+from testbed.measure.pingpong_probe import choose_mode, percentile, precise_sleep
 
 MODULE = "testbed.measure.udpprobe"
 

@@ -1069,7 +1069,7 @@ def do_5(d: Data) -> Outcome:
     sizes = sorted(s for s in t if s is not None)
     if len(sizes) < 2:
         return _not_measured("traffic at two or more frame sizes")
-    from testbed.measure.ping import udp_data_size
+    from testbed.measure.ping_tool import udp_data_size
 
     pps: dict[int, float] = {}
     for s in sizes:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from testbed import api
-from testbed.measure import kinds, stress
+from testbed.measure import kinds, router_stress
 from testbed.measure.routercpu import RouterCpu
 
 pytestmark = pytest.mark.root
@@ -30,12 +30,12 @@ def test_router_cpu_grows_with_router_pps_while_host_work_is_constant(testbed_ne
     for _ in range(3):
         got = {}
         for via in (3000.0, 15000.0):
-            flows = [stress.FlowSpec(4, "h1", "h2", via),
-                     stress.FlowSpec(4, "h1", "h1", total - via)]
+            flows = [router_stress.FlowSpec(4, "h1", "h2", via),
+                     router_stress.FlowSpec(4, "h1", "h1", total - via)]
             with RouterCpu(tb) as cpu:
-                doc = stress.run_flows(tb, ctx, flows, 256, 1.5, cpu)
+                doc = router_stress.run_flows(tb, ctx, flows, 256, 1.5, cpu)
             # (a busy machine drops some at a late receiving thread: not what is judged here)
-            assert stress.stream_metrics(doc)["loss_percent"] < 25.0, doc
+            assert router_stress.stream_metrics(doc)["loss_percent"] < 25.0, doc
             got[via] = (doc["flows"][0]["received"], doc["cpu"])
         (few, low), (many, high) = got[3000.0], got[15000.0]
         assert many > 3 * few  # the generator really moved the share (5x asked)
@@ -97,7 +97,7 @@ def test_routing_header_type_0_is_dropped_by_the_router(testbed_net: Any) -> Non
 def test_router_fragments_as_rfc791_says(testbed_net: Any, mtu: int, frame: int) -> None:
     m = measure(testbed_net, "fragment", core_mtu=mtu, frame_size=frame, pps=200, duration=1)
     want = m.metrics["expected_fragments_per_datagram"]
-    assert want == stress.expected_fragments(frame - 18 - 20, mtu)
+    assert want == router_stress.expected_fragments(frame - 18 - 20, mtu)
     # r1's own count (FragCreates / FragOKs; a datagram whose fragments overflow the next
     # veth's ring midway counts its fragments but fails: a little above)
     assert want <= m.metrics["fragments_per_datagram"] <= 1.02 * want

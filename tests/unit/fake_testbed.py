@@ -24,7 +24,7 @@ def data(name: str) -> str:
 
 
 def program(argv: list[str]) -> str:
-    """What an argv runs, as the answers are keyed: "udpprobe recv", "pingpong client",
+    """What an argv runs, as the answers are keyed: "udpprobe recv", "pingpong_probe client",
     "iperf3 -c", "iperf3 -s", "ping"."""
     found = probe.program_of(argv)
     if found is not None:

@@ -22,7 +22,7 @@ PROCESS_CALLS = {
 
 # a probe (a program run in a node) may fork a copy of itself — it starts no program
 PROBE_FORKS = {
-    "testbed/measure/pingpong.py": (("os", "fork"),),  # its loopback server
+    "testbed/measure/pingpong_probe.py": (("os", "fork"),),  # its loopback server
     # the launcher vm/boot.py spawns (through processes.spawn) becomes QEMU's vng: no new process
     "testbed/vm/mountns.py": (("os", "execvp"),),
 }
@@ -106,7 +106,7 @@ PRIVATE_ALLOWED = {
     # signal handler's "exit" mode): the underscore is the standard library's, not a secret
     "testbed/__init__.py": {"_os._exit"},
     "testbed/signals.py": {"os._exit"},
-    "testbed/measure/pingpong.py": {"os._exit"},
+    "testbed/measure/pingpong_probe.py": {"os._exit"},
     # argparse has no public name for the type add_subparsers() returns (annotations only)
     "testbed/commands/model.py": {"argparse._SubParsersAction"},
     # pyroute2 creates a namespace without forking only through netns._create (no public

@@ -15,7 +15,7 @@ from testbed import models, results
 from testbed.cli import main
 from testbed.errors import SpecError
 from testbed.experiment import experiment_from_dict, load_experiment, plan, run_experiment
-from testbed.measure import kinds, rfc2544
+from testbed.measure import kinds, rfc2544_search
 from testbed.measure.kinds import Measured
 from testbed.measure.kinds import pingpong as pingpong_kind
 from testbed.measure.kinds import rfc2544 as rfc2544_kind
@@ -126,11 +126,11 @@ def test_frame_loss_starts_at_line_rate_not_at_the_throughput(
     offered: list[float] = []
     cap = 0.5 * models.max_throughput_bps(1480, 1e9, 4)  # the device forwards half line rate
 
-    def fake_udp_trial(*_a: Any, **_k: Any) -> rfc2544.Trial:
-        def trial(rate: float) -> rfc2544.TrialOutcome:
+    def fake_udp_trial(*_a: Any, **_k: Any) -> rfc2544_search.Trial:
+        def trial(rate: float) -> rfc2544_search.TrialOutcome:
             offered.append(rate)
             got = min(1.0, cap / rate)
-            return rfc2544.TrialOutcome(rate, rate, 1000, int(1000 * got), 0.0, 1.0)
+            return rfc2544_search.TrialOutcome(rate, rate, 1000, int(1000 * got), 0.0, 1.0)
         return trial
 
     monkeypatch.setattr(rfc2544_kind, "udp_trial", fake_udp_trial)

@@ -19,7 +19,7 @@ import pytest
 
 from testbed import netlink, results
 from testbed.errors import CommandError, DaemonError, SpecError
-from testbed.measure import docs, iperf, ping, udpprobe
+from testbed.measure import docs, iperf, ping_tool, udpprobe
 from testbed.measure import kinds as kinds_pkg
 from testbed.measure.kinds import KINDS, Context, Measured, base, measure, validate_params
 from testbed.measure.kinds.base import UNITS, Metric, serve
@@ -147,7 +147,7 @@ def test_iperf3_stops_its_servers_when_the_client_fails(tmp_path: Path) -> None:
 def test_ping(tmp_path: Path) -> None:
     tb = FakeTestbed(tmp_path, {"ping": data("ping_v4.txt")})
     m = measure("ping", tb, params("ping", frame_size=1518, count=5), ctx())
-    rtts = ping.parse_ping(data("ping_v4.txt")).rtts_ms
+    rtts = ping_tool.parse_ping(data("ping_v4.txt")).rtts_ms
     assert m.metrics["rtt_median_ms"] == statistics.median(rtts)
     assert m.metrics["icmp_data"] == 1518 - 18 - 20 - 8
     (argv,) = tb.started("ping")
@@ -158,17 +158,17 @@ def test_ping(tmp_path: Path) -> None:
 def test_pingpong_with_its_loopback_overhead(tmp_path: Path) -> None:
     """By default the loopback run is a second exchange: its own server and client."""
     doc = json.loads(data("pingpong_udp_v6.json"))
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": json.dumps(doc)})
     m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200), ctx())
     assert m.metrics["owd_median_us"] == doc["owd"]["median_us"]
     assert m.metrics["rtt_median_us"] == 2 * doc["owd"]["median_us"]
     assert m.metrics["message_bytes"] == 100.0
     assert m.metrics["probe_overhead_median_us"] == doc["owd"]["median_us"]
-    main, loop = tb.started("pingpong client")
+    main, loop = tb.started("pingpong_probe client")
     assert main[main.index("--host") + 1] == "fd00::3" and "--count" in main
     assert loop[loop.index("--host") + 1] == "::1"
     assert "--overhead" not in main and "--overhead" not in loop
-    servers = tb.started("pingpong server")
+    servers = tb.started("pingpong_probe server")
     assert len(servers) == 2 and all(p.stopped for p in tb.procs)
     check_clean(tb, m, "pingpong")
 
@@ -178,18 +178,18 @@ def test_pingpong_with_its_loopback_overhead_forked(tmp_path: Path) -> None:
     for the go-ahead, then measures the loopback overhead with forked processes."""
     doc = json.loads(data("pingpong_udp_v6.json"))
     loop = dict(doc, owd=dict(doc["owd"], median_us=3.25, mean_us=3.5), host="::1")
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc) + "\n" + json.dumps(loop)})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": json.dumps(doc) + "\n" + json.dumps(loop)})
     m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200,
                                        overhead_fork=True), ctx())
     assert m.metrics["owd_median_us"] == doc["owd"]["median_us"]
     assert m.metrics["probe_overhead_median_us"] == 3.25
     assert m.metrics["probe_overhead_mean_us"] == 3.5
-    (main,) = tb.started("pingpong client")
+    (main,) = tb.started("pingpong_probe client")
     assert main[main.index("--host") + 1] == "fd00::3" and "--count" in main
     assert main[main.index("--overhead") + 1] == "::1"
     (client,) = [p for p in tb.procs if p.argv is main]
     assert client.popen.stdin_text == "go\n"
-    assert len(tb.started("pingpong server")) == 1 and all(p.stopped for p in tb.procs)
+    assert len(tb.started("pingpong_probe server")) == 1 and all(p.stopped for p in tb.procs)
     assert m.result["probe_overhead_loopback"]["host"] == "::1"
     assert "rtts_ns" not in m.result["probe_overhead_loopback"]
     assert "overhead" not in m.result["probe"]
@@ -200,7 +200,7 @@ def test_pingpong_network_server_stopped_before_the_loopback_run(tmp_path: Path)
     """The runner's CPU window (`between`) closes, and the network server is stopped, before
     the client is told to run over loopback."""
     doc = json.loads(data("pingpong_udp_v6.json"))
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc) + "\n" + json.dumps(doc)})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": json.dumps(doc) + "\n" + json.dumps(doc)})
     seen: list[tuple[bool, str]] = []
 
     def between() -> None:
@@ -218,19 +218,19 @@ def test_pingpong_overhead_from_an_older_probe(tmp_path: Path) -> None:
     """A client that printed only its network document: the loopback run is a second
     exchange (its own server and client), as before."""
     doc = json.loads(data("pingpong_udp_v6.json"))
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": json.dumps(doc)})
     m = measure("pingpong", tb, params("pingpong", ip=6, ip_payload=108, count=200,
                                        overhead_fork=True), ctx())
     assert m.metrics["probe_overhead_median_us"] == doc["owd"]["median_us"]
-    main, loop = tb.started("pingpong client")
+    main, loop = tb.started("pingpong_probe client")
     assert main[main.index("--overhead") + 1] == "::1"  # asked, but it did not
     assert loop[loop.index("--host") + 1] == "::1" and "--overhead" not in loop
-    assert len(tb.started("pingpong server")) == 2 and all(p.stopped for p in tb.procs)
+    assert len(tb.started("pingpong_probe server")) == 2 and all(p.stopped for p in tb.procs)
     check_clean(tb, m, "pingpong")
 
 
 def test_pingpong_client_that_fails_says_what_it_printed(tmp_path: Path) -> None:
-    tb = FakeTestbed(tmp_path, {"pingpong client": ""})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": ""})
     with pytest.raises(CommandError, match="no JSON document"):
         measure("pingpong", tb, params("pingpong", ip=4, count=10, overhead_fork=True), ctx())
     assert tb.leftovers() == []
@@ -238,16 +238,16 @@ def test_pingpong_client_that_fails_says_what_it_printed(tmp_path: Path) -> None
 
 def test_pingpong_without_overhead_runs_one_plain_client(tmp_path: Path) -> None:
     doc = json.loads(data("pingpong_udp_v6.json"))
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": json.dumps(doc)})
     m = measure("pingpong", tb, params("pingpong", ip=4, count=10, overhead=False), ctx())
-    (main,) = tb.started("pingpong client")
+    (main,) = tb.started("pingpong_probe client")
     assert "--overhead" not in main and "probe_overhead_median_us" not in m.metrics
     check_clean(tb, m, "pingpong")
 
 
 def test_stackcost(tmp_path: Path) -> None:
     doc = json.loads(data("stackcost_v4.json"))
-    tb = FakeTestbed(tmp_path, {"stackcost client": json.dumps(doc)})
+    tb = FakeTestbed(tmp_path, {"stackcost_probe client": json.dumps(doc)})
     m = measure("stackcost", tb, params("stackcost", count=200), ctx())
     assert m.metrics["tcp_connect_us"] == doc["tcp_connect"]["median_us"]
     assert m.metrics["connections_per_s"] == doc["connections_per_s"]
@@ -350,9 +350,9 @@ def test_serve_gives_each_server_a_fresh_port(tmp_path: Path) -> None:
 
 
 def test_run_client_names_a_client_that_printed_no_json(tmp_path: Path) -> None:
-    tb = FakeTestbed(tmp_path, {"pingpong client": "Traceback: boom"})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": "Traceback: boom"})
     with pytest.raises(CommandError, match=r"ping-pong client printed no JSON.*boom"):
-        base.run_client(tb, "h1", ["python3", "-m", "testbed.measure.pingpong", "client"],
+        base.run_client(tb, "h1", ["python3", "-m", "testbed.measure.pingpong_probe", "client"],
                         timeout_s=5, what="ping-pong client")
 
 
@@ -406,12 +406,12 @@ def test_a_new_kind_is_one_module(tmp_path: Path) -> None:
         sys.path.remove(str(DATA))
     kind = found["tcprtt"]
     doc = json.loads(data("pingpong_udp_v6.json"))
-    tb = FakeTestbed(tmp_path, {"pingpong client": json.dumps(doc)})
+    tb = FakeTestbed(tmp_path, {"pingpong_probe client": json.dumps(doc)})
     p = base.validate(kind, {"ip": 6, "cpu": False, "count": 200}, "x", "m")
     m = kind.runner(tb, p, ctx())
     assert kind.undeclared(m.metrics) == [] and tb.leftovers() == []
     assert m.metrics["rtt_median_us"] == 2 * doc["owd"]["median_us"]
-    (cli,) = tb.started("pingpong client")
+    (cli,) = tb.started("pingpong_probe client")
     assert cli[cli.index("--protocol") + 1] == "tcp"
     with pytest.raises(SpecError) as err:
         base.validate(kind, {"size": 1400, "count": 20_000}, "x.toml", "measurements.m")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from testbed.errors import CommandError
-from testbed.measure import cpu, iperf, ping, pingpong, probe, stackcost, udpprobe
+from testbed.measure import cpu, iperf, ping_tool, pingpong_probe, probe, stackcost_probe, udpprobe
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -73,7 +73,7 @@ def test_iperf3_client_argv() -> None:
 
 
 def test_ping_v4() -> None:
-    r = ping.parse_ping(text("ping_v4.txt"))
+    r = ping_tool.parse_ping(text("ping_v4.txt"))
     assert r.transmitted == 10 and r.received == 10 and r.loss_percent == 0
     assert len(r.rtts_ms) == 10
     assert r.min_ms is not None and r.min_ms <= min(r.rtts_ms) + 1e-9
@@ -81,37 +81,37 @@ def test_ping_v4() -> None:
 
 
 def test_ping_v6_sizes() -> None:
-    r = ping.parse_ping(text("ping_v6.txt"))
+    r = ping_tool.parse_ping(text("ping_v6.txt"))
     assert r.reply_bytes == 1240 and len(r.rtts_ms) == 10
     assert r.max_ms == pytest.approx(0.064)
 
 
 def test_ping_all_lost() -> None:
-    r = ping.parse_ping(text("ping_v4_loss.txt"))
+    r = ping_tool.parse_ping(text("ping_v4_loss.txt"))
     assert r.received == 0 and r.loss_percent == 100 and r.rtts_ms == ()
     assert r.avg_ms is None
 
 
 def test_ping_garbage() -> None:
     with pytest.raises(ValueError):
-        ping.parse_ping("ping: connect: Network is unreachable")
+        ping_tool.parse_ping("ping: connect: Network is unreachable")
 
 
 def test_sizes_from_frame_sizes() -> None:
     # gometz-2015: ping -s framesize-8 was theirs; we fill the Ethernet frame exactly
-    assert ping.icmp_data_size(64, 4) == 18
-    assert ping.icmp_data_size(1518, 4) == 1472
-    assert ping.icmp_data_size(1518, 6) == 1452
-    assert ping.udp_data_size(1518, 4) == 1472
-    assert ping.udp_data_size(1518, 6) == 1452
+    assert ping_tool.icmp_data_size(64, 4) == 18
+    assert ping_tool.icmp_data_size(1518, 4) == 1472
+    assert ping_tool.icmp_data_size(1518, 6) == 1452
+    assert ping_tool.udp_data_size(1518, 4) == 1472
+    assert ping_tool.udp_data_size(1518, 6) == 1452
     with pytest.raises(ValueError):
-        ping.udp_data_size(64, 6)
-    a = ping.ping_argv("::1", ip=6, size=56)
+        ping_tool.udp_data_size(64, 6)
+    a = ping_tool.ping_argv("::1", ip=6, size=56)
     assert a[:2] == ["ping", "-6"] and a[-1] == "::1" and "120" in a
 
 
 def test_summarize_owd() -> None:
-    s = pingpong.summarize_owd([2000 * v for v in range(1, 101)])  # OWDs 1..100 us
+    s = pingpong_probe.summarize_owd([2000 * v for v in range(1, 101)])  # OWDs 1..100 us
     assert s["n"] == 100 and s["min_us"] == 1 and s["max_us"] == 100
     assert s["median_us"] == pytest.approx(50.5)
     assert s["typical_latency_us"] == s["median_us"]
@@ -119,26 +119,26 @@ def test_summarize_owd() -> None:
     assert s["p99_us"] == pytest.approx(99.01)
     assert s["pdv_p99_us"] == pytest.approx(98.01)
     assert s["ipdv_mean_us"] == pytest.approx(1.0)
-    assert pingpong.summarize_owd([]) == {"n": 0}
+    assert pingpong_probe.summarize_owd([]) == {"n": 0}
 
 
 def test_pingpong_seq_packing_small_messages() -> None:
     for size in (1, 2, 8, 100):
-        m = pingpong.pack_seq(300, size)
+        m = pingpong_probe.pack_seq(300, size)
         assert len(m) == size
-        assert pingpong.unpack_seq(m, size) == 300 % (1 << (8 * min(size, 8)))
+        assert pingpong_probe.unpack_seq(m, size) == 300 % (1 << (8 * min(size, 8)))
 
 
 def test_pingpong_captured_output() -> None:
     d = json.loads(text("pingpong_udp_v6.json"))
     assert d["owd"]["n"] == d["count"] == len(d["rtts_ns"])
-    assert d["owd"] == pingpong.summarize_owd(d["rtts_ns"])
+    assert d["owd"] == pingpong_probe.summarize_owd(d["rtts_ns"])
 
 
 def test_pingpong_argv() -> None:
-    a = pingpong.argv("/py", "client", host="::1", port=1, protocol="tcp", size=10, count=5)
+    a = pingpong_probe.argv("/py", "client", host="::1", port=1, protocol="tcp", size=10, count=5)
     assert a[:3] == ["/py", "-S", "-c"] and "--busy-poll" in a
-    assert probe.program_of(a) == ("testbed.measure.pingpong", "client")
+    assert probe.program_of(a) == ("testbed.measure.pingpong_probe", "client")
 
 
 def test_stackcost_captured_output() -> None:
@@ -147,7 +147,7 @@ def test_stackcost_captured_output() -> None:
         assert d[key]["n"] == d["count"]
         assert d[key]["min_us"] <= d[key]["median_us"] <= d[key]["max_us"]
     assert d["connections_per_s"] > 0
-    s = stackcost.summarize_us([1000, 2000, 3000])
+    s = stackcost_probe.summarize_us([1000, 2000, 3000])
     assert s["mean_us"] == pytest.approx(2.0)
 
 

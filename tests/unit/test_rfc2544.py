@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from testbed.measure.rfc2544 import (
+from testbed.measure.rfc2544_search import (
     TrialOutcome,
     frame_loss_rate,
     passed,

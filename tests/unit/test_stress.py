@@ -10,33 +10,33 @@ import pytest
 
 from testbed import netlink
 from testbed.errors import SpecError
-from testbed.measure import acl, exthdr, routercpu, stress
+from testbed.measure import acl_rules, exthdr_packets, router_stress, routercpu
 from testbed.measure.kinds import validate_params
 from tests.unit.fake_testbed import FakeJournal
 
 
 def test_pps_for_load_counts_preamble_and_gap() -> None:
     # 100 Mbit/s of 64-byte frames: 148,809 frames/s (84 bytes on the wire each)
-    assert stress.pps_for_load(1.0, 100e6, 64) == pytest.approx(148809.5, rel=1e-5)
-    assert stress.pps_for_load(0.1, 100e6, 1518) == pytest.approx(812.7, rel=1e-3)
+    assert router_stress.pps_for_load(1.0, 100e6, 64) == pytest.approx(148809.5, rel=1e-5)
+    assert router_stress.pps_for_load(0.1, 100e6, 1518) == pytest.approx(812.7, rel=1e-3)
 
 
 def test_frame_for_ipv6_minimum_is_67() -> None:
-    assert stress.frame_for(64, 4) == 64 and stress.frame_for(64, 6) == 67
-    assert stress.udp_data(64, 4) == 18 and stress.udp_data(64, 6) == 1
-    assert stress.udp_data(1518, 6) == 1452
+    assert router_stress.frame_for(64, 4) == 64 and router_stress.frame_for(64, 6) == 67
+    assert router_stress.udp_data(64, 4) == 18 and router_stress.udp_data(64, 6) == 1
+    assert router_stress.udp_data(1518, 6) == 1452
 
 
 def test_ratio_shares() -> None:
-    assert stress.ratio_shares("90/10") == [(4, 0.9), (6, 0.1)]
-    assert stress.ratio_shares("0/100") == [(6, 1.0)]
-    assert stress.ratio_shares(None, 6) == [(6, 1.0)]
+    assert router_stress.ratio_shares("90/10") == [(4, 0.9), (6, 0.1)]
+    assert router_stress.ratio_shares("0/100") == [(6, 1.0)]
+    assert router_stress.ratio_shares(None, 6) == [(6, 1.0)]
     with pytest.raises(SpecError, match="ratio"):
-        stress.ratio_shares("x/y")
+        router_stress.ratio_shares("x/y")
 
 
 def test_mix_flows_bidir_doubles_the_flows() -> None:
-    f = stress.mix_flows("50/50", 4, 1000, "bidir", "h1", "h2")
+    f = router_stress.mix_flows("50/50", 4, 1000, "bidir", "h1", "h2")
     assert [(x.ip, x.src, x.dst, x.pps) for x in f] == [
         (4, "h1", "h2", 500), (6, "h1", "h2", 500), (4, "h2", "h1", 500), (6, "h2", "h1", 500)]
 
@@ -46,7 +46,7 @@ def test_mix_flows_bidir_doubles_the_flows() -> None:
     (90, 100, 2), (80, 100, 1)])
 def test_expected_fragments(payload: int, mtu: int, n: int) -> None:
     # the paper: a 1518-byte frame at MTU 68 makes 31 frames, a 918-byte one at 100 makes 11
-    assert stress.expected_fragments(payload, mtu) == n
+    assert router_stress.expected_fragments(payload, mtu) == n
 
 
 def test_stream_metrics_use_the_senders_real_time() -> None:
@@ -56,7 +56,7 @@ def test_stream_metrics_use_the_senders_real_time() -> None:
                       "sender_pps": 500, "elapsed_s": 2.0, "udp_data": 100},
                      {"ip": 6, "attempted": 1000, "received": 1000, "offered_pps": 1000,
                       "sender_pps": 1000, "elapsed_s": 1.0, "udp_data": 80}]}
-    m = stress.stream_metrics(doc)
+    m = router_stress.stream_metrics(doc)
     assert m["received_pps"] == pytest.approx(995.0)
     assert m["loss_percent"] == pytest.approx(0.5)
     assert m["v4_loss_percent"] == pytest.approx(1.0) and m["v6_loss_percent"] == 0
@@ -65,7 +65,7 @@ def test_stream_metrics_use_the_senders_real_time() -> None:
 
 
 def test_acl_ruleset_has_a_counter_first_on_every_line() -> None:
-    text = acl.ruleset(25, "both", "eth0", "eth1", {4: "198.18.1.2", 6: "2001:2:0:1::2"})
+    text = acl_rules.ruleset(25, "both", "eth0", "eth1", {4: "198.18.1.2", 6: "2001:2:0:1::2"})
     lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("counter")]
     assert len(lines) == 25 * 4  # (in, out) x (v4, v6)
     assert sum("accept" in ln for ln in lines) == 4
@@ -73,10 +73,10 @@ def test_acl_ruleset_has_a_counter_first_on_every_line() -> None:
     assert "counter ip6 daddr 2001:db8::24 drop" in lines
     assert 'iifname "eth0" meta nfproto ipv4 jump acl_in4' in text
     assert 'oifname "eth1" meta nfproto ipv6 jump acl_out6' in text
-    one = acl.ruleset(1, "out", "eth0", "eth1", {6: "2001:2:0:1::2"})
+    one = acl_rules.ruleset(1, "out", "eth0", "eth1", {6: "2001:2:0:1::2"})
     assert "prerouting" not in one and "drop" not in one
     with pytest.raises(ValueError):
-        acl.ruleset(0, "in", "a", "b", {})
+        acl_rules.ruleset(0, "in", "a", "b", {})
 
 
 def test_acl_rule_counters_from_nft_json() -> None:
@@ -87,38 +87,38 @@ def test_acl_rule_counters_from_nft_json() -> None:
         {"rule": {"chain": "acl_in4", "handle": 4, "expr": [
             {"match": {}}, {"counter": {"packets": 5, "bytes": 500}}, {"accept": None}]}},
         {"rule": {"chain": "acl_in", "handle": 2, "expr": [{"match": {}}, {"jump": {}}]}}]}
-    got = acl.rule_counters(json.dumps(doc))
+    got = acl_rules.rule_counters(json.dumps(doc))
     assert [(c["handle"], c["packets"], c["first"]) for c in got] == [(3, 7, True), (4, 5, False)]
-    m = acl.walked_metrics(got, {4})
+    m = acl_rules.walked_metrics(got, {4})
     assert m == {"acl_rule_visits": 12.0, "acl_min_rule_packets": 5.0, "acl_lines": 2.0}
-    assert acl.walked_metrics(got, {6})["acl_min_rule_packets"] == 0
+    assert acl_rules.walked_metrics(got, {6})["acl_min_rule_packets"] == 0
 
 
-@pytest.mark.parametrize("variant", exthdr.VARIANTS)
+@pytest.mark.parametrize("variant", exthdr_packets.VARIANTS)
 def test_exthdr_packets_carry_their_chain(variant: str) -> None:
-    pkt = exthdr.build(variant, "2001:2::1", "2001:2:0:1::2", "2001:2::2", 10)
-    assert exthdr.chain_of(pkt) == exthdr.EXPECTED[variant]
+    pkt = exthdr_packets.build(variant, "2001:2::1", "2001:2:0:1::2", "2001:2::2", 10)
+    assert exthdr_packets.chain_of(pkt) == exthdr_packets.EXPECTED[variant]
     raw = bytes(pkt)
     assert raw[0] >> 4 == 6
     # the frame-size arithmetic fills exactly the asked Ethernet frame
-    data = exthdr.data_for_frame(variant, 1280)
-    full = exthdr.build(variant, "2001:2::1", "2001:2:0:1::2", "2001:2::2", data)
+    data = exthdr_packets.data_for_frame(variant, 1280)
+    full = exthdr_packets.build(variant, "2001:2::1", "2001:2:0:1::2", "2001:2::2", data)
     assert len(bytes(full)) + 18 == 1280
 
 
 def test_exthdr_rh0_and_srh_go_to_the_router() -> None:
-    rh0 = exthdr.build("rh0", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 4)
+    rh0 = exthdr_packets.build("rh0", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 4)
     assert rh0.dst == "2001:2::2" and rh0.getlayer("IPv6ExtHdrRouting").type == 0
-    srh = exthdr.build("srh", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 4)
+    srh = exthdr_packets.build("srh", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 4)
     seg = srh.getlayer("IPv6ExtHdrSegmentRouting")
     assert seg.type == 4 and seg.segleft == 1 and seg.addresses == ["2001:2:0:1::2", "2001:2::2"]
     with pytest.raises(ValueError, match="cannot hold"):
-        exthdr.data_for_frame("dest20", 100)
+        exthdr_packets.data_for_frame("dest20", 100)
 
 
 def test_echo_requests_are_icmp(tmp_path: Path) -> None:
-    e4 = exthdr.build("echo4", "198.18.1.2", "", "198.18.1.1", 100)
-    e6 = exthdr.build("echo6", "2001:2:0:1::2", "", "2001:2:0:1::1", 100)
+    e4 = exthdr_packets.build("echo4", "198.18.1.2", "", "198.18.1.1", 100)
+    e6 = exthdr_packets.build("echo6", "2001:2:0:1::2", "", "2001:2:0:1::1", 100)
     assert e4.getlayer("ICMP").type == 8 and e4.dst == "198.18.1.1"
     assert e6.haslayer("ICMPv6EchoRequest") and len(bytes(e6)) == 40 + 8 + 100
 
@@ -127,12 +127,12 @@ def test_capture_chain_reads_a_pcap(tmp_path: Path) -> None:
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
 
-    pkts = [Ether() / exthdr.build("four", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 8),
-            Ether() / exthdr.build("srh", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 8)]
+    pkts = [Ether() / exthdr_packets.build("four", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 8),
+            Ether() / exthdr_packets.build("srh", "2001:2::1", "2001:2:0:1::2", "2001:2::2", 8)]
     f = tmp_path / "c.pcap"
     wrpcap(str(f), pkts)
-    got = exthdr.capture_chain(str(f))
-    assert got[0]["chain"] == list(exthdr.EXPECTED["four"])
+    got = exthdr_packets.capture_chain(str(f))
+    assert got[0]["chain"] == list(exthdr_packets.EXPECTED["four"])
     assert got[1]["segleft"] == 1
 
 
@@ -193,7 +193,7 @@ def test_stream_metrics_of_a_shared_receiver_give_the_mixed_streams_ipd() -> Non
                           "udp_bits": 1462 * 8.0,
                           "ipd": {"n": 989, "mean_us": 1000.0, "median_us": 990.0,
                                   "p99_us": 1500.0, "stdev_us": 50.0}}]}
-    m = stress.stream_metrics(doc)
+    m = router_stress.stream_metrics(doc)
     assert m["received"] == 990 and m["loss_percent"] == pytest.approx(1.0)
     assert m["ipd_mean_us"] == 1000.0 and "v4_loss_percent" not in m
 
@@ -233,9 +233,9 @@ class _Sysctls(FakeJournal):
 def test_trial_settings_are_restored_after_the_block_and_after_a_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(stress, "iface_towards", lambda tb, node, peer: "eth0")
+    monkeypatch.setattr(router_stress, "iface_towards", lambda tb, node, peer: "eth0")
     tb = _Sysctls(monkeypatch)
-    with stress.link_mtu(tb, "h1", "r1", 9000), stress.no_path_mtu(tb, "h1"):
+    with router_stress.link_mtu(tb, "h1", "r1", 9000), router_stress.no_path_mtu(tb, "h1"):
         assert tb.mtu == {"h1": 9000, "r1": 9000}
         assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "1"
         assert tb.flushed == ["h1 -4"]
@@ -244,9 +244,9 @@ def test_trial_settings_are_restored_after_the_block_and_after_a_failure(
     assert tb.scopes == [[]]  # every undo ran with its scope
     # the write itself fails: the MTU set before it is restored all the same
     tb = _Sysctls(monkeypatch, fail="1")
-    with pytest.raises(RuntimeError, match="cannot write"), stress.link_mtu(
+    with pytest.raises(RuntimeError, match="cannot write"), router_stress.link_mtu(
         tb, "h1", "r1", 9000
-    ), stress.sysctl_set(tb, "h1", "net.ipv4.ip_no_pmtu_disc", "1"):
+    ), router_stress.sysctl_set(tb, "h1", "net.ipv4.ip_no_pmtu_disc", "1"):
         pass
     assert tb.mtu == {"h1": 1500, "r1": 1500}
     assert tb.values["net.ipv4.ip_no_pmtu_disc"] == "0"
@@ -257,10 +257,10 @@ def test_router_fragments_forgets_the_path_mtus_after_the_trial(
 ) -> None:
     from types import SimpleNamespace
 
-    monkeypatch.setattr(stress, "iface_towards", lambda tb, node, peer: "eth0")
+    monkeypatch.setattr(router_stress, "iface_towards", lambda tb, node, peer: "eth0")
     tb = _Sysctls(monkeypatch)
     tb.interfaces = lambda node: [SimpleNamespace(peer_node="r1")]  # type: ignore[attr-defined]
-    with stress.router_fragments(tb, "h1", 1400):  # type: ignore[arg-type]
+    with router_stress.router_fragments(tb, "h1", 1400):  # type: ignore[arg-type]
         assert tb.mtu == {"h1": 1400, "r1": 1400} and tb.flushed == ["h1 -4"]
     assert tb.flushed == ["h1 -4", "h1 -4", "h1 -6"]  # then both, once the trial's scope ends
     assert tb.mtu == {"h1": 1500, "r1": 1500}

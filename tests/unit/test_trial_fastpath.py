@@ -20,7 +20,7 @@ import pytest
 
 from testbed import checks, netlink
 from testbed.errors import DaemonError
-from testbed.measure import pingpong
+from testbed.measure import pingpong_probe
 from testbed.measure.kinds import base
 
 
@@ -97,7 +97,8 @@ def test_serve_reads_proc_for_probes_and_polls_ss_for_third_party_servers(
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
         u.bind(("127.0.0.1", 0))
         port = u.getsockname()[1]
-        for argv, polls in ((lambda p, _o: pingpong.argv("py", "server", host="h", port=p), 0),
+        for argv, polls in ((lambda p, _o: pingpong_probe.argv("py", "server", host="h",
+                                                               port=p), 0),
                             (lambda p, _o: ["iperf3", "-s", "-p", str(p)], 1)):
             tb = Tb(own_netns)
             ctx = base.Context(python="py", scratch=tmp_path)
@@ -118,7 +119,7 @@ def test_wait_listening_polls_ss_without_a_real_namespace() -> None:
 @pytest.mark.parametrize("protocol", ["udp", "tcp"])
 def test_overhead_run_forks_its_server_and_reaps_it(protocol: str) -> None:
     before = _children()
-    doc = pingpong.overhead_run("127.0.0.1", protocol, 40, 20, False, 1.0, 2)
+    doc = pingpong_probe.overhead_run("127.0.0.1", protocol, 40, 20, False, 1.0, 2)
     assert doc["lost"] == 0 and doc["owd"]["n"] == 20 and doc["host"] == "127.0.0.1"
     assert doc["protocol"] == protocol and doc["size"] == 40
     # the forked server was reaped: no child of ours is new (other tests' children may remain)
@@ -138,12 +139,12 @@ def test_loopback_forked_at_the_start_runs_when_told() -> None:
     """The loopback run is forked before the network run and waits; `run()` starts it (its
     own forked server) and returns its document; every child is reaped."""
     before = _children()
-    loop = pingpong.Loopback("127.0.0.1", "udp", 16, 15, False, 1.0, 2)
+    loop = pingpong_probe.Loopback("127.0.0.1", "udp", 16, 15, False, 1.0, 2)
     assert os.waitpid(loop.pid, os.WNOHANG) == (0, 0)  # waiting, not done
     doc = loop.run()
     assert doc["owd"]["n"] == 15 and doc["lost"] == 0 and doc["host"] == "127.0.0.1"
     assert _children() <= before
-    idle = pingpong.Loopback("::1", "tcp", 16, 15, False, 1.0, 2)
+    idle = pingpong_probe.Loopback("::1", "tcp", 16, 15, False, 1.0, 2)
     idle.cancel()  # the client failed: the child ends without a run
     assert _children() <= before
 
@@ -155,7 +156,7 @@ def test_client_prints_network_then_waits_then_loopback() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe_port:
         probe_port.bind(("127.0.0.1", 0))
         port = probe_port.getsockname()[1]
-    server = subprocess.Popen(pingpong.argv(sys.executable, "server", host="127.0.0.1",
+    server = subprocess.Popen(pingpong_probe.argv(sys.executable, "server", host="127.0.0.1",
                                             port=port), env=env)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -168,7 +169,7 @@ def test_client_prints_network_then_waits_then_loopback() -> None:
                 except TimeoutError:
                     continue
         cli = subprocess.Popen(
-            pingpong.argv(sys.executable, "client", host="127.0.0.1", port=port, count=10,
+            pingpong_probe.argv(sys.executable, "client", host="127.0.0.1", port=port, count=10,
                           busy_poll=False, overhead="127.0.0.1"),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         assert cli.stdout is not None and cli.stdin is not None

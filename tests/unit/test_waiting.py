@@ -17,7 +17,7 @@ import pytest
 
 from testbed import checks, waiting
 from testbed.errors import DaemonError
-from testbed.measure import kinds, pingpong, udpprobe
+from testbed.measure import kinds, pingpong_probe, udpprobe
 from testbed.measure.kinds import pingpong as pingpong_kind
 
 
@@ -232,11 +232,11 @@ def _free_udp_port() -> int:
 
 
 def test_pingpong_blocks_when_spinners_outnumber_cpus() -> None:
-    busy, why = pingpong.choose_mode(True, spinners=2, cpus=1)
+    busy, why = pingpong_probe.choose_mode(True, spinners=2, cpus=1)
     assert not busy and "2 spinning processes would outnumber 1 CPU" in why
-    assert pingpong.choose_mode(True, spinners=2, cpus=2)[0]
-    assert not pingpong.choose_mode(False, spinners=1, cpus=8)[0]
-    assert pingpong.available_cpus() >= 1
+    assert pingpong_probe.choose_mode(True, spinners=2, cpus=2)[0]
+    assert not pingpong_probe.choose_mode(False, spinners=1, cpus=8)[0]
+    assert pingpong_probe.available_cpus() >= 1
 
 
 def test_udp_sender_pacing() -> None:
@@ -293,13 +293,13 @@ class RecordingTestbed:
 
 
 def test_pingpong_runner_records_the_mode_it_chose(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pingpong, "available_cpus", lambda: 1)
+    monkeypatch.setattr(pingpong_probe, "available_cpus", lambda: 1)
     tb = RecordingTestbed()
     p = kinds.validate_params("pingpong", {"size": 10}, "x.toml", "m")
     doc = pingpong_kind.exchange(tb, "h2", "h1", "10.0.0.2", p, kinds.Context(), 10)  # type: ignore[arg-type]
     assert all("--busy-poll" not in a for a in tb.argvs)
     assert doc["busy_poll"] is False and "outnumber 1 CPU" in doc["mode_reason"]
-    monkeypatch.setattr(pingpong, "available_cpus", lambda: 4)
+    monkeypatch.setattr(pingpong_probe, "available_cpus", lambda: 4)
     tb = RecordingTestbed()
     doc = pingpong_kind.exchange(tb, "h2", "h1", "10.0.0.2", p, kinds.Context(), 10)  # type: ignore[arg-type]
     assert all("--busy-poll" in a for a in tb.argvs) and doc["mode_reason"].startswith("busy")

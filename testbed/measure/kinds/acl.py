@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.measure import acl, stress
+from testbed.measure import acl_rules, router_stress
 from testbed.measure.kinds import base
-from testbed.measure.kinds._stress import (
+from testbed.measure.kinds._stress_shared import (
     MIX,
     PPS_INSTEAD,
     ROUTER_METRICS,
@@ -28,19 +28,19 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     router = str(p["router"])
-    in_if = stress.iface_towards(tb, router, str(p["client"]))
-    out_if = stress.iface_towards(tb, router, str(p["server"]))
-    families = {v for v, _share in stress.ratio_shares(p.get("ratio"), int(p["ip"]))}
+    in_if = router_stress.iface_towards(tb, router, str(p["client"]))
+    out_if = router_stress.iface_towards(tb, router, str(p["server"]))
+    families = {v for v, _share in router_stress.ratio_shares(p.get("ratio"), int(p["ip"]))}
     dst = {v: tb.address(str(p["server"]), v) for v in families}
     rules = int(p["rules"]) if p["acl"] else 0
-    with acl.Acl(tb, router, rules, str(p["apply"]), in_if, out_if, dst,
+    with acl_rules.Acl(tb, router, rules, str(p["apply"]), in_if, out_if, dst,
                  ctx.folder(tb)) as scope:
         if p["test"] == "max":
-            metrics, doc = stress.max_traffic(tb, p, ctx)
+            metrics, doc = router_stress.max_traffic(tb, p, ctx)
         else:
-            metrics, doc = stress.offered_load(tb, p, ctx)
+            metrics, doc = router_stress.offered_load(tb, p, ctx)
         counters = scope.counters()
-    metrics.update(acl.walked_metrics(counters, families))
+    metrics.update(acl_rules.walked_metrics(counters, families))
     metrics["acl_rules"] = float(rules)
     return base.Measured(metrics, {**doc, "acl": {"rules": rules, "apply": p["apply"],
                                               "ruleset": scope.text, "counters": counters}})
@@ -57,7 +57,7 @@ KIND = Kind(
         Param("rules", "int", 25, "lines per IP version: rules-1 deny other destinations, the "
               "last permits the traffic's", max=10_000),
         Param("apply", "str", "in", "in (ingress interface), out (egress) or both",
-              choices=acl.APPLY),
+              choices=acl_rules.APPLY),
         Param("test", "str", "load", "load: a fixed offered load; max: zero-loss search",
               choices=("load", "max")),
         Param("load", "number", 0.5, "share of `line_rate` offered (test = load)", max=1.0),

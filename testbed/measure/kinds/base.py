@@ -20,7 +20,7 @@ from testbed.api import ProcessLike as ProcessLike
 from testbed.api import TestbedLike as TestbedLike
 from testbed.checks import wait_listening
 from testbed.errors import CommandError, DaemonError, SpecError
-from testbed.measure import ping, probe
+from testbed.measure import ping_tool, probe
 from testbed.measure.cpu import CpuSampler
 
 # --- what a runner is given -----------------------------------------------------------------
@@ -318,13 +318,13 @@ def fits(out: Mapping[str, Any], ips: Sequence[int], probe: str) -> None:
     """A frame or IP payload must leave room for the probe's headers at every IP version used.
     probe: "udp" (one byte of UDP data), "icmp" (an echo request), "tcp" (one byte over TCP)."""
     for ip in ips:
-        if ip not in ping.IP_HEADER:
+        if ip not in ping_tool.IP_HEADER:
             continue
         frame = out.get("frame_size")
         if frame is not None and probe != "tcp":
-            what, need = (("an ICMP echo request", ping.ICMP_HEADER) if probe == "icmp"
-                          else ("one byte of UDP data", ping.UDP_HEADER + 1))
-            hdr = ping.ETH_HEADER_FCS + ping.IP_HEADER[ip]
+            what, need = (("an ICMP echo request", ping_tool.ICMP_HEADER) if probe == "icmp"
+                          else ("one byte of UDP data", ping_tool.UDP_HEADER + 1))
+            hdr = ping_tool.ETH_HEADER_FCS + ping_tool.IP_HEADER[ip]
             if int(frame) < hdr + need:
                 raise ParamProblem(
                     "frame_size", f"a {frame}-byte frame cannot carry {what} over IPv{ip} "
@@ -342,12 +342,12 @@ def ip_payload_and_data(p: Mapping[str, Any], ip: int, default_data: int = 18) -
     """(IP payload bytes, UDP data bytes) from `ip_payload`, `frame_size` or `size` (UDP data)."""
     if p.get("ip_payload") is not None:
         n = int(p["ip_payload"])
-        return n, n - ping.UDP_HEADER
+        return n, n - ping_tool.UDP_HEADER
     if p.get("frame_size") is not None:
-        data = ping.udp_data_size(int(p["frame_size"]), ip)
-        return data + ping.UDP_HEADER, data
+        data = ping_tool.udp_data_size(int(p["frame_size"]), ip)
+        return data + ping_tool.UDP_HEADER, data
     data = int(p.get("size") or default_data)
-    return data + ping.UDP_HEADER, data
+    return data + ping_tool.UDP_HEADER, data
 
 
 def bottleneck_bps(tb: TestbedLike) -> float | None:

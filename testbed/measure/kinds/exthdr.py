@@ -13,9 +13,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from testbed.measure import exthdr, stress
+from testbed.measure import exthdr_packets, router_stress
 from testbed.measure.kinds import base
-from testbed.measure.kinds._stress import ROUTER_METRICS, paced, through
+from testbed.measure.kinds._stress_shared import ROUTER_METRICS, paced, through
 from testbed.measure.kinds.base import Kind, Metric, Param
 from testbed.measure.routercpu import RouterCpu
 
@@ -24,7 +24,7 @@ RULE_TABLE = "tbexthdr"
 
 def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     try:
-        exthdr.data_for_frame(str(out["variant"]), int(out["frame_size"]))
+        exthdr_packets.data_for_frame(str(out["variant"]), int(out["frame_size"]))
     except ValueError as exc:
         raise base.ParamProblem("frame_size", str(exc), "a larger frame_size (the paper: 1280)"
                            ) from None
@@ -57,9 +57,9 @@ def rule_packets(tb: base.TestbedLike, router: str) -> int:
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     variant = str(p["variant"])
     client, server, router = str(p["client"]), str(p["server"]), str(p["router"])
-    in_if = stress.iface_towards(tb, router, client)
-    cap_if = stress.iface_towards(tb, server, router)
-    data = exthdr.data_for_frame(variant, int(p["frame_size"]))
+    in_if = router_stress.iface_towards(tb, router, client)
+    cap_if = router_stress.iface_towards(tb, server, router)
+    data = exthdr_packets.data_for_frame(variant, int(p["frame_size"]))
     folder = ctx.folder(tb)
     pcap = folder / f"exthdr-{ctx.port()}.pcap"
     duration = float(p["duration"])
@@ -67,7 +67,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
         if variant == "srh":  # the router processes SRv6 only where seg6_enabled is set
             for key in ("net.ipv6.conf.all.seg6_enabled",
                         f"net.ipv6.conf.{in_if}.seg6_enabled"):
-                stack.enter_context(stress.sysctl_set(tb, router, key, "1"))
+                stack.enter_context(router_stress.sysctl_set(tb, router, key, "1"))
         if p["rule"]:
             load_rule(tb, router, folder, stack)
         cap = None
@@ -82,7 +82,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
         h0 = snmp6(tb, router)
         cpu = stack.enter_context(RouterCpu(tb, routers=[router]))
         cpu.start()
-        sent = tb.run(client, exthdr.send_argv(
+        sent = tb.run(client, exthdr_packets.send_argv(
             ctx.python, variant=variant, src=tb.address(client, 6),
             dst=tb.address(server, 6), router=tb.address(router, 6, client), data=data,
             pps=float(p["pps"]), duration_s=duration, burst=int(p["burst"])),
@@ -95,9 +95,9 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
             time.sleep(0.2)
             cap.stop()
             if pcap.exists():
-                chains = exthdr.capture_chain(str(pcap))
+                chains = exthdr_packets.capture_chain(str(pcap))
     sdoc = json.loads(sent.stdout)
-    want = list(exthdr.EXPECTED[variant])
+    want = list(exthdr_packets.EXPECTED[variant])
     ok = bool(chains) and all(c["chain"] == want for c in chains)
     if variant == "srh":
         ok = ok and all(c.get("segleft") == 0 and c["dst"] == tb.address(server, 6)
@@ -128,13 +128,13 @@ KIND = Kind(
     name="exthdr",
     doc="IPv6 extension headers (HbH, four, 20 DestOpts, RH0, SRH) through a router, with "
         "and without an upper-layer rule; router CPU; capture proof",
-    tool="scapy-built packets from a raw socket (`python -m testbed.measure.exthdr`); "
+    tool="scapy-built packets from a raw socket (`python -m testbed.measure.exthdr_packets`); "
          "tcpdump + scapy at the receiver's link; nft",
     params=(
         *through("the router under test (the routing headers' segment)",
                  server="the final destination"),
         Param("variant", "str", "hbh", "none, hbh, four, dest20, rh0, srh",
-              choices=exthdr.VARIANTS),
+              choices=exthdr_packets.VARIANTS),
         Param("rule", "bool", False, "an nftables forward rule `meta l4proto udp` that must "
               "walk the headers to the upper layer (the paper's ACL)"),
         Param("frame_size", "size", 1280, "Ethernet frame bytes (headers + UDP data)"),

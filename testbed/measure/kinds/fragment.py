@@ -7,8 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.measure import stress
-from testbed.measure.kinds._stress import ROUTER_METRICS, STREAM_METRICS, paced, runner, through
+from testbed.measure import router_stress
+from testbed.measure.kinds._stress_shared import (
+    ROUTER_METRICS,
+    STREAM_METRICS,
+    paced,
+    runner,
+    through,
+)
 from testbed.measure.kinds.base import Kind, Metric, Param, ParamProblem
 
 
@@ -52,7 +58,7 @@ KIND = Kind(
         Metric("fragments_per_s", "pkt/s", "fragments the router created per second"),
         Metric("router_pps_out", "pkt/s", "packets per second onto the small link"),
     ),
-    runner=runner(stress.fragmentation),
+    runner=runner(router_stress.fragmentation),
     check=check,
     measures="cost",
 )

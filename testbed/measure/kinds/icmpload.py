@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.measure import stress
-from testbed.measure.kinds._stress import DURATION, ROUTER_METRICS, runner
+from testbed.measure import router_stress
+from testbed.measure.kinds._stress_shared import DURATION, ROUTER_METRICS, runner
 from testbed.measure.kinds.base import Kind, Metric, Param, ParamProblem
 
 HEADERS = {4: 20 + 8, 6: 40 + 8}  # IP + ICMP echo header
@@ -26,8 +26,8 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 KIND = Kind(
     name="icmpload",
     doc="ICMP echo load on the router: its CPU per rate and size, ICMPv4 vs ICMPv6",
-    tool="scapy-built echo requests paced from a raw socket (`python -m testbed.measure.exthdr`"
-         "); the router's ICMP counters",
+    tool="scapy-built echo requests paced from a raw socket "
+         "(`python -m testbed.measure.exthdr_packets`); the router's ICMP counters",
     params=(
         Param("client", "node", "h2", "the node that sends the echo requests"),
         Param("target", "node", "r1", "the router they are addressed to"),
@@ -44,7 +44,7 @@ KIND = Kind(
         Metric("router_us_per_echo", "us", "router run time per answered request"),
         *ROUTER_METRICS,
     ),
-    runner=runner(stress.icmp_load),
+    runner=runner(router_stress.icmp_load),
     check=check,
     measures="cost",
 )

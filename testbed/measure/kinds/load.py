@@ -3,8 +3,8 @@ through the router: what arrives, the loss, packets per second and the router's 
 
 from __future__ import annotations
 
-from testbed.measure import stress
-from testbed.measure.kinds._stress import (
+from testbed.measure import router_stress
+from testbed.measure.kinds._stress_shared import (
     MIX,
     PPS_INSTEAD,
     ROUTER_METRICS,
@@ -36,7 +36,7 @@ KIND = Kind(
         Metric("offered_bps_wire", "bit/s", "offered bits per second on the wire (with "
                "preamble and gap; both directions when bidir)"),
     ),
-    runner=runner(stress.offered_load),
+    runner=runner(router_stress.offered_load),
     check=check_mix,
     measures="cost",
 )

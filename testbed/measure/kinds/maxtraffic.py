@@ -3,14 +3,14 @@ the router with zero loss (binary search), with the router's CPU at that rate.""
 
 from __future__ import annotations
 
-from testbed.measure import stress
-from testbed.measure.kinds._stress import MIX, ROUTER_METRICS, check_mix, runner
+from testbed.measure import router_stress
+from testbed.measure.kinds._stress_shared import MIX, ROUTER_METRICS, check_mix, runner
 from testbed.measure.kinds.base import Kind, Metric, Param
 
 KIND = Kind(
     name="maxtraffic",
     doc="zero-loss maximum of an IPv4/IPv6 mix through a router (pps, Mbit/s, router CPU)",
-    tool="`udpprobe` senders and receivers; the RFC 2544 search of rfc2544.py",
+    tool="`udpprobe` senders and receivers; the RFC 2544 search of rfc2544_search.py",
     params=(
         *MIX,
         Param("resolution", "number", 0.02, "search resolution, share of the line's frame "
@@ -28,7 +28,7 @@ KIND = Kind(
         Metric("generator_limited", "flag", "1: the senders, not the router, set the limit"),
         *ROUTER_METRICS,
     ),
-    runner=runner(stress.max_traffic),
+    runner=runner(router_stress.max_traffic),
     check=check_mix,
     measures="cost",
 )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed import waiting
-from testbed.measure import ping
+from testbed.measure import ping_tool
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
 
@@ -20,15 +20,15 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     size = (
-        ping.icmp_data_size(int(p["frame_size"]), ip_v)
+        ping_tool.icmp_data_size(int(p["frame_size"]), ip_v)
         if p.get("frame_size") is not None
         else int(p.get("size") or 56)
     )
-    argv = ping.ping_argv(tb.address(p["server"], ip_v), ip=ip_v, size=size,
+    argv = ping_tool.ping_argv(tb.address(p["server"], ip_v), ip=ip_v, size=size,
                           count=int(p["count"]), interval_s=float(p["interval"]))
     proc = tb.run(p["client"], argv, check=False,
                   timeout=waiting.process_timeout(float(p["count"]) * 2 + 30))
-    r = ping.parse_ping(proc.stdout)
+    r = ping_tool.parse_ping(proc.stdout)
     metrics = {"loss_percent": r.loss_percent, "icmp_data": float(size)}
     if r.rtts_ms:
         metrics.update({

@@ -9,7 +9,7 @@ from typing import Any
 
 from testbed import waiting
 from testbed.errors import CommandError
-from testbed.measure import ping, pingpong
+from testbed.measure import ping_tool, pingpong_probe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
 
@@ -29,7 +29,7 @@ def exchange(tb: base.TestbedLike, node_srv: str, node_cli: str, host: str, p: M
     is stopped and `between()` called (the runner closes its CPU window there) before it is
     told to go on, so the loopback run shares the CPU with nothing of the network run."""
     # client and server both spin when busy-polling: block when they would outnumber the CPUs
-    busy, why = pingpong.choose_mode(bool(p["busy_poll"]), spinners=2)
+    busy, why = pingpong_probe.choose_mode(bool(p["busy_poll"]), spinners=2)
     kw: dict[str, Any] = {"protocol": p["protocol"], "size": size, "busy_poll": busy}
     tcp = p["protocol"] == "tcp"
     # TCP never loses a reply, so its wait only guards against a dead peer; a UDP reply later
@@ -38,11 +38,11 @@ def exchange(tb: base.TestbedLike, node_srv: str, node_cli: str, host: str, p: M
     proc = None
     try:
         with base.serve(tb, ctx, node_srv,
-                        lambda port, _out: pingpong.argv(ctx.python, "server",
+                        lambda port, _out: pingpong_probe.argv(ctx.python, "server",
                                                          host=listen or host, port=port, **kw),
                         proto=p["protocol"], what="ping-pong server",
                         name="pingpong-server") as srv:
-            argv = pingpong.argv(ctx.python, "client", host=host, port=srv.port,
+            argv = pingpong_probe.argv(ctx.python, "client", host=host, port=srv.port,
                                  count=int(p["count"]), timeout_s=10.0 if tcp else 1.0,
                                  overhead=overhead, **kw)
             if overhead is None:
@@ -82,7 +82,7 @@ def _first_doc(proc: Any, argv: list[str], node: str, timeout_s: float) -> dict[
 def message_size(p: Mapping[str, Any]) -> int:
     """Message bytes: `ip_payload` less the UDP or TCP header, else `size` (default 64)."""
     if p.get("ip_payload") is not None:
-        hdr = ping.UDP_HEADER if p["protocol"] == "udp" else TCP_HEADER
+        hdr = ping_tool.UDP_HEADER if p["protocol"] == "udp" else TCP_HEADER
         return int(p["ip_payload"]) - hdr
     return int(p.get("size") or 64)
 
@@ -137,7 +137,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
 KIND = Kind(
     name="pingpong",
     doc="ping-pong one-way delay probe (OWD = RTT/2)",
-    tool="`python -m testbed.measure.pingpong`",
+    tool="`python -m testbed.measure.pingpong_probe`",
     params=(
         *base.ENDPOINTS,
         Param("protocol", "str", "udp", "transport (TCP with TCP_NODELAY)", choices=("udp", "tcp")),

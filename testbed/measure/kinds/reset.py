@@ -4,8 +4,8 @@ and rebuilt) while a constant stream flows; the outage from the receiver's packe
 
 from __future__ import annotations
 
-from testbed.measure import reset
-from testbed.measure.kinds._stress import runner, through
+from testbed.measure import router_reset
+from testbed.measure.kinds._stress_shared import runner, through
 from testbed.measure.kinds.base import Kind, Metric, Param
 
 KIND = Kind(
@@ -16,7 +16,8 @@ KIND = Kind(
         *through("the router restarted"),
         Param("ip", "ip", 4, "IP version of the stream", choices=(4, 6)),
         Param("method", "str", "links", "links (interfaces down and up: the software reset) or "
-              "namespace (destroyed and rebuilt: the hardware reset)", choices=reset.METHODS),
+              "namespace (destroyed and rebuilt: the hardware reset)",
+              choices=router_reset.METHODS),
         Param("count", "int", 5, "restarts per trial", max=1000),
         Param("pps", "number", 1000, "stream datagrams per second", max=1_000_000.0),
         Param("size", "size", 100, "UDP data bytes"),
@@ -33,6 +34,6 @@ KIND = Kind(
         Metric("restart_call_mean_ms", "ms", "how long the restart itself took"),
         Metric("timeout_s", "s", "the trial's timeout"),
     ),
-    runner=runner(reset.outages),
+    runner=runner(router_reset.outages),
     measures="timing",
 )

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from testbed import units, waiting
-from testbed.measure import rfc2544 as search
+from testbed.measure import rfc2544_search as search
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.measure import stackcost
+from testbed.measure import stackcost_probe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
 
@@ -14,11 +14,12 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     ip_v = int(p["ip"])
     listen = base.listen_address(tb, p["server"], ip_v)
     with base.serve(tb, ctx, p["server"],
-               lambda port, _out: stackcost.argv(ctx.python, "server", host=listen, port=port),
+               lambda port, _out: stackcost_probe.argv(ctx.python, "server", host=listen,
+                                                       port=port),
                proto="tcp", what="stack-cost server", name="stackcost-server") as srv:
         doc = base.run_client(
             tb, p["client"],
-            stackcost.argv(ctx.python, "client", host=tb.address(p["server"], ip_v),
+            stackcost_probe.argv(ctx.python, "client", host=tb.address(p["server"], ip_v),
                            port=srv.port, count=int(p["count"])),
             timeout_s=float(p["count"]) + 120, what="stack-cost client")
     metrics = {
@@ -34,7 +35,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
 KIND = Kind(
     name="stackcost",
     doc="socket creation, TCP connect, connections per second",
-    tool="`python -m testbed.measure.stackcost`",
+    tool="`python -m testbed.measure.stackcost_probe`",
     params=(
         *base.ENDPOINTS,
         Param("count", "int", 500, "repetitions of each operation", max=10_000_000),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.measure import pingpong
+from testbed.measure import pingpong_probe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
 
@@ -23,14 +23,14 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
     # start the server on a fresh port, wait until it listens; stopped (and its files
     # removed) when the block ends, whatever happens inside
     with base.serve(tb, ctx, p["server"],
-                    lambda port, _out: pingpong.argv(ctx.python, "server", host=listen,
+                    lambda port, _out: pingpong_probe.argv(ctx.python, "server", host=listen,
                                                      port=port, protocol="tcp", size=p["size"],
                                                      busy_poll=False),
                     proto="tcp", what="ping-pong server", name="pingpong-server") as srv, \
             base.cpu_window(tb, p, KIND) as cpu:  # CPU sampled while the client runs
         doc = base.run_client(
             tb, p["client"],
-            pingpong.argv(ctx.python, "client", host=tb.address(p["server"], ip),
+            pingpong_probe.argv(ctx.python, "client", host=tb.address(p["server"], ip),
                           port=srv.port, protocol="tcp", size=p["size"],
                           count=p["count"], busy_poll=False, timeout_s=10.0),
             timeout_s=10.0 * p["count"] + 60, what="ping-pong client")
@@ -42,7 +42,7 @@ def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.M
 KIND = Kind(
     name="tcprtt",  # the module's name
     doc="median TCP round trip of the ping-pong probe",
-    tool="`python -m testbed.measure.pingpong`",
+    tool="`python -m testbed.measure.pingpong_probe`",
     # Param(name, type (base.PARAM_TYPES), default (None: unset), meaning, choices=, max=)
     params=(
         *base.ENDPOINTS,

@@ -15,7 +15,7 @@ from testbed.measure.kinds.base import (
     Runner,
     TestbedLike,
 )
-from testbed.measure.stress import MIN_FRAME
+from testbed.measure.router_stress import MIN_FRAME
 
 MIX = (
     Param("client", "node", "h1", "the node that sends"),

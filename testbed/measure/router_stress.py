@@ -6,7 +6,7 @@ What a stressor changes for a trial (MTUs, sysctls, route caches) is a typed act
 
 Traffic comes from the project's own paced UDP probe (`udpprobe`, one sender and one receiver
 per IP version and direction) and from `ping`; the router's CPU from `routercpu.RouterCpu`.
-ACL rule sets live in `acl.py`, extension headers in `exthdr.py`, restarts in `reset.py`.
+ACL rule sets live in `acl.py`, extension headers in `exthdr_packets.py`, restarts in `reset.py`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from testbed import units, waiting
 from testbed.actions import FlushRouteCache, SetMtu, Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
-from testbed.measure import ping, rfc2544, udpprobe
+from testbed.measure import ping_tool, rfc2544_search, udpprobe
 from testbed.measure.routercpu import RouterCpu
 
 WIRE_EXTRA = 20  # preamble + SFD (8) and inter-frame gap (12) beyond a frame with its FCS
@@ -57,7 +57,7 @@ def frame_for(frame_size: int, ip: int) -> int:
 def udp_data(frame_size: int, ip: int) -> int:
     """UDP data bytes of a `frame_size`-byte Ethernet frame (frames above 1518 B are datagrams
     that the IP layer fragments: the bytes beyond one frame's header are still data)."""
-    return ping.udp_data_size(frame_for(frame_size, ip), ip)
+    return ping_tool.udp_data_size(frame_for(frame_size, ip), ip)
 
 
 def line_bps(value: Any) -> float:
@@ -250,10 +250,10 @@ def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[s
     line = line_bps(p["line_rate"])
     top = pps_for_load(1.0, line, frame)
     duration = float(p["duration"])
-    done: list[tuple[rfc2544.TrialOutcome, dict[str, Any]]] = []
+    done: list[tuple[rfc2544_search.TrialOutcome, dict[str, Any]]] = []
     with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
 
-        def trial(rate: float) -> rfc2544.TrialOutcome:
+        def trial(rate: float) -> rfc2544_search.TrialOutcome:
             flows = mix_flows(p.get("ratio"), int(p["ip"]), rate, str(p["direction"]),
                               p["client"], p["server"])
             doc = run_flows(tb, ctx, flows, frame, duration, cpu)
@@ -261,19 +261,20 @@ def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[s
             got = sum(r["received"] for r in doc["receivers"])
             achieved = sum(f["sender_pps"] for f in doc["flows"]) / max(1, len(
                 {f["src"] for f in doc["flows"]}))
-            out = rfc2544.TrialOutcome(offered=rate, achieved=achieved, sent=sent,
+            out = rfc2544_search.TrialOutcome(offered=rate, achieved=achieved, sent=sent,
                                        received=got, duration_s=duration)
             done.append((out, doc))
             return out
 
-        res = rfc2544.throughput_search(trial, max_rate=top, resolution=float(p["resolution"])
-                                        * top, max_trials=int(p["max_trials"]))
+        res = rfc2544_search.throughput_search(
+            trial, max_rate=top, resolution=float(p["resolution"]) * top,
+            max_trials=int(p["max_trials"]))
     metrics: dict[str, float] = {"line_pps": top, "search_trials": float(len(res.trials)),
                                  "generator_limited": 1.0 if res.limited_by == "generator"
                                  else 0.0}
     best_doc = None
     if res.throughput is not None:
-        passing = [(o.achieved, d) for o, d in done if rfc2544.passed(o, 0.0)]
+        passing = [(o.achieved, d) for o, d in done if rfc2544_search.passed(o, 0.0)]
         best_doc = max(passing, key=lambda x: x[0])[1] if passing else None
         metrics["max_pps"] = res.throughput
         if best_doc is not None:
@@ -307,13 +308,13 @@ def icmp_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str
     """Echo requests from `client` to the router `target` at `pps` with `size` data bytes
     (scapy-built, paced from a raw socket: `ping -i` below 2 ms turns into a flood); the
     router's own counters say how many it answered."""
-    from testbed.measure import exthdr
+    from testbed.measure import exthdr_packets
 
     ip = int(p["ip"])
     pps = float(p["pps"])
     duration = float(p["duration"])
     target, client = str(p["target"]), str(p["client"])
-    argv = exthdr.send_argv(ctx.python, variant=f"echo{ip}", src=tb.address(client, ip),
+    argv = exthdr_packets.send_argv(ctx.python, variant=f"echo{ip}", src=tb.address(client, ip),
                             dst=tb.address(target, ip, client),
                             router=tb.address(target, ip, client), data=int(p["size"]),
                             pps=pps, duration_s=duration)
@@ -448,7 +449,7 @@ def fragmentation(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict
     mtu = int(p["core_mtu"])
     check_core_mtu(tb, a, b, mtu, "measurement", "core_mtu")
     frame = int(p["frame_size"])
-    payload = udp_data(frame, 4) + ping.UDP_HEADER
+    payload = udp_data(frame, 4) + ping_tool.UDP_HEADER
     # the sender sets no DF bit and learns no path MTU, so the router fragments (the paper's
     # IPv4 case); MTU and sender restored after the trial
     with link_mtu(tb, a, b, mtu), no_path_mtu(tb, str(p["client"])):

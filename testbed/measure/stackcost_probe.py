@@ -1,8 +1,8 @@
 """End-system stack costs (zeadally-2004) probe: socket creation, TCP connect, connections/s; JSON.
 
-Run with `python -m testbed.measure.stackcost server|client ...`. The client times, IPv4 or IPv6
-by the address given: creating (and closing) TCP and UDP sockets, TCP connection set-up, and the
-"web client" cycle: create, connect, send 1 byte, receive it back, close.
+Run with `python -m testbed.measure.stackcost_probe server|client ...`. The client times, IPv4 or
+IPv6 by the address given: creating (and closing) TCP and UDP sockets, TCP connection set-up, and
+the "web client" cycle: create, connect, send 1 byte, receive it back, close.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from testbed.measure import probe
-from testbed.measure.pingpong import summarize_owd
+from testbed.measure.pingpong_probe import summarize_owd
 
-MODULE = "testbed.measure.stackcost"
+MODULE = "testbed.measure.stackcost_probe"
 
 
 def argv(python: str, role: str, *, host: str, port: int, count: int = 1000) -> list[str]:

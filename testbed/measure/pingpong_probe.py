@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # typing costs a probe start milliseconds (seconds emulat
 if TYPE_CHECKING:
     from typing import Any
 
-MODULE = "testbed.measure.pingpong"
+MODULE = "testbed.measure.pingpong_probe"
 
 SEQ_BYTES = 8  # a message starts with its sequence number (fewer bytes in tiny messages)
 

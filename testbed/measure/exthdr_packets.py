@@ -9,8 +9,9 @@ Routing header, type 4, RFC 8754: the router is the active segment and forwards 
 one — today's equivalent; the router needs `seg6_enabled`, set per trial by `stress.sysctl_set`).
 
 `echo4`/`echo6` are ICMP echo requests to the router itself (its ICMP load test).
-The sender runs inside a node as `python -m testbed.measure.exthdr send ...`: scapy builds the
-packet once, a raw IPv6 socket (IPPROTO_RAW: the header is the packet's own) sends it paced.
+The sender runs inside a node as `python -m testbed.measure.exthdr_packets send ...`: scapy
+builds the packet once, a raw IPv6 socket (IPPROTO_RAW: the header is the packet's own) sends
+it paced.
 `capture_chain` reads a pcap with scapy and names each packet's header chain.
 """
 
@@ -177,13 +178,13 @@ def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
 
 def send_argv(python: str, *, variant: str, src: str, dst: str, router: str, data: int,
               pps: float, duration_s: float, burst: int = 1) -> list[str]:
-    return [python, "-m", "testbed.measure.exthdr", "send", "--variant", variant, "--src", src,
-            "--dst", dst, "--router", router, "--data", str(data), "--pps", f"{pps:.9g}",
-            "--duration", f"{duration_s:g}", "--burst", str(burst)]
+    return [python, "-m", "testbed.measure.exthdr_packets", "send", "--variant", variant,
+            "--src", src, "--dst", dst, "--router", router, "--data", str(data),
+            "--pps", f"{pps:.9g}", "--duration", f"{duration_s:g}", "--burst", str(burst)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m testbed.measure.exthdr")
+    p = argparse.ArgumentParser(prog="python -m testbed.measure.exthdr_packets")
     p.add_argument("role", choices=("send", "chain"))
     p.add_argument("--variant", choices=VARIANTS + ECHO, default="hbh")
     p.add_argument("--src", default="")
