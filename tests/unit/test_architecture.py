@@ -196,3 +196,155 @@ def test_no_module_touches_another_modules_private_names(path: Path) -> None:
         "module a public operation (or, for another project's name with no public spelling, "
         "list it in PRIVATE_ALLOWED with why)"
     )
+
+
+# --- layers, cycles and names (docs/architecture.md, "Layers") --------------------------------
+
+DOC = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _layers() -> list[tuple[int, str, list[str]]]:
+    """(number, name, full module patterns) from docs/architecture.md's layer table."""
+    text = DOC.read_text()
+    table = text.split("<!-- layers: bottom first -->", 1)[1].split("<!-- /layers -->", 1)[0]
+    out = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or not cells[0][:1].isdigit():
+            continue
+        number, name = cells[0].split(" ", 1)
+        pats = [p.strip().strip("`") for p in cells[1].split(",")]
+        out.append((int(number), name, [p if p == "testbed" or p.startswith("testbed.")
+                                        else f"testbed.{p}" for p in pats]))
+    return out
+
+
+def _layer_of(module: str, layers: list[tuple[int, str, list[str]]]) -> int | None:
+    best: tuple[int, int] | None = None  # (pattern length, layer)
+    for number, _, pats in layers:
+        for p in pats:
+            hit = (module.startswith(p[:-1]) and module != p[:-2]) if p.endswith(".*") \
+                else module == p
+            if hit and (best is None or len(p) > best[0]):
+                best = (len(p), number)
+    return best[1] if best else None
+
+
+def _deps(path: Path, modules: set[str]) -> list[tuple[str, int]]:
+    """Every testbed module `path` imports (anywhere in the file), with the line."""
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(_tree(path)):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                       for a in node.names]
+        for t in targets:
+            while t and t not in modules:
+                t = t.rsplit(".", 1)[0] if "." in t else ""
+            if t and t != me:
+                out.append((t, node.lineno))
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p) for p in MODULES}
+    return {_module_name(p): {d for d, _ in _deps(p, modules)} for p in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    layers = _layers()
+    assert [n for n, _, _ in layers] == list(range(1, len(layers) + 1))
+    missing = [m for m in sorted(_graph()) if _layer_of(m, layers) is None]
+    assert not missing, f"add these to the layer table of docs/architecture.md: {missing}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_rel)
+def test_no_upward_import(path: Path) -> None:
+    layers = _layers()
+    names = {n: name for n, name, _ in layers}
+    modules = {_module_name(p) for p in MODULES}
+    me = _module_name(path)
+    mine = _layer_of(me, layers)
+    assert mine is not None
+    up = [f"line {line}: {dep} (layer {_layer_of(dep, layers)} "
+          f"{names.get(_layer_of(dep, layers) or 0)})"
+          for dep, line in _deps(path, modules) if (_layer_of(dep, layers) or 0) > mine]
+    assert not up, f"{me} (layer {mine} {names[mine]}) imports upward: {up}"
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_layer_rules_see_a_violation() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    layers = _layers()
+    assert _layer_of("testbed.errors", layers) == 1
+    assert _layer_of("testbed.measure.kinds.ping", layers) == 5
+    assert _layer_of("testbed.measure.ping_tool", layers) == 2
+    assert _layer_of("testbed.testbed", layers) == 4 and _layer_of("testbed", layers) == 1
+    assert _layer_of("testbed.nonexistent", layers) is None
+
+
+NAME_EXEMPT = {"__init__", "base"}
+
+
+def test_module_names_are_unique() -> None:
+    seen: dict[str, list[str]] = {}
+    for p in MODULES:
+        m = _module_name(p)
+        if p.stem in NAME_EXEMPT or m.startswith("testbed.commands."):
+            continue
+        seen.setdefault(p.stem, []).append(m)
+    assert {k: v for k, v in seen.items() if len(v) > 1} == {}
