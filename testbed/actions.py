@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from testbed import netlink, processes
-from testbed.api import Action as Action
-from testbed.api import TestbedLike
-from testbed.api import Undo as Undo
+from testbed.api import TestbedLike, Undo
 from testbed.checks import SCRATCH as SCRATCH
 from testbed.checks import Check as Check
 from testbed.checks import FileExists as FileExists

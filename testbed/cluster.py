@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from testbed.errors import UsageError
-from testbed.experiment import Experiment, RunSummary
+from testbed.experiment import RunSummary
+from testbed.experiment_spec import Experiment
 from testbed.parallel import (
     POLL_S,
     RunBook,

@@ -18,21 +18,7 @@ from typing import Any
 from testbed import results
 from testbed.api import TestbedLike
 from testbed.errors import TestbedError
-from testbed.experiment_spec import CLOCKS as CLOCKS
-from testbed.experiment_spec import PROFILES as PROFILES
-from testbed.experiment_spec import Experiment as Experiment
-from testbed.experiment_spec import MeasurementSpec as MeasurementSpec
-from testbed.experiment_spec import TopologyPoint as TopologyPoint
-from testbed.experiment_spec import TrialPlan as TrialPlan
-from testbed.experiment_spec import check_topologies as check_topologies
-from testbed.experiment_spec import count_trials as count_trials
-from testbed.experiment_spec import experiment_from_dict as experiment_from_dict
-from testbed.experiment_spec import find_experiment as find_experiment
-from testbed.experiment_spec import iter_plan as iter_plan
-from testbed.experiment_spec import load_experiment as load_experiment
-from testbed.experiment_spec import param_text
-from testbed.experiment_spec import plan as plan
-from testbed.experiment_spec import topology_points as topology_points
+from testbed.experiment_spec import Experiment, TrialPlan, check_topologies, param_text, plan
 from testbed.measure import kinds
 from testbed.progress import Progress
 from testbed.topology import find_topology

@@ -26,7 +26,8 @@ from typing import Any, TextIO
 
 from testbed import processes, results
 from testbed.errors import UsageError
-from testbed.experiment import Experiment, RunSummary, TrialPlan, plan, trial_row
+from testbed.experiment import RunSummary, trial_row
+from testbed.experiment_spec import Experiment, TrialPlan, plan
 from testbed.progress import format_duration
 from testbed.tiers import timed_kinds
 
@@ -579,7 +580,7 @@ def host_interference(exp: Experiment, workers: int, ncpu: int | None = None) ->
     shaper, not the CPU, sets the rate), with a core for each sender and receiver."""
     if workers <= 1:
         return None
-    from testbed.experiment import topology_points
+    from testbed.experiment_spec import topology_points
 
     timed = timed_kinds(exp)
     if timed:

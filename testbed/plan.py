@@ -9,7 +9,6 @@ from typing import Any
 
 from testbed import features as features_mod
 from testbed.actions import (
-    Action,
     AddAddress,
     AddRoute,
     AddVeth,
@@ -22,6 +21,7 @@ from testbed.actions import (
     WaitUntil,
 )
 from testbed.addressing import AddressPlan, plan_addresses
+from testbed.api import Action
 from testbed.features import Feature, NodeAddress
 from testbed.shaping import qdisc_for
 from testbed.topology import NODE_NAME, Topology

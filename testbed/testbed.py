@@ -17,7 +17,6 @@ from typing import Any
 
 from testbed import capabilities, netlink, processes, signals, state, waiting
 from testbed.actions import (
-    Action,
     AddAddress,
     AddRoute,
     AddVeth,
@@ -26,11 +25,11 @@ from testbed.actions import (
     OffloadOff,
     SetQdisc,
     SetSysctls,
-    Undo,
     WaitInterfaces,
     remove_namespace,
 )
 from testbed.addressing import Interface
+from testbed.api import Action, Undo
 from testbed.errors import DaemonError, MissingCapability, TestbedError, UsageError
 from testbed.plan import Plan, plan_for, run_namespaces
 from testbed.topology import Topology

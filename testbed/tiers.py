@@ -105,7 +105,7 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
     its timing is faithful (e.g. throughput through tbf-shaped links), the full-kernel tier on
     its virtual clock otherwise (per-packet serialization delay needs netem; 6to4/ISATAP need
     sit, Jool its module). Topologies of one measurement on the same tier share one choice."""
-    from testbed.experiment import plan
+    from testbed.experiment_spec import plan
     from testbed.measure import kinds
 
     trials = plan(exp)

@@ -107,12 +107,12 @@ def _db(args: argparse.Namespace) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from testbed.experiment import (
+    from testbed.experiment import run_experiment
+    from testbed.experiment_spec import (
         check_topologies,
         find_experiment,
         iter_plan,
         load_experiment,
-        run_experiment,
     )
 
     path = find_experiment(args.experiment)

@@ -143,7 +143,7 @@ def _check_reproduce_needs(choices: list[Any], db: Path, args: argparse.Namespac
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from testbed.capabilities import missing
-    from testbed.experiment import find_experiment, load_experiment
+    from testbed.experiment_spec import find_experiment, load_experiment
     from testbed.progress import format_duration
 
     paper = resolve_paper(args.paper)
@@ -253,7 +253,7 @@ def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
     """The VM part of one experiment in `workers` virtual-clock guests side by side
     (testbed run --workers: shares of whole sweep points, merged into `db`)."""
     from testbed import parallel
-    from testbed.experiment import find_experiment
+    from testbed.experiment_spec import find_experiment
 
     print(f"== full-kernel tier, virtual clock, {workers} guests side by side: {exp.name}: "
           f"{', '.join(m.name for m in exp.measurements)}", file=sys.stderr)

@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from testbed.actions import Action, Check, NftRuleset, Succeeds
+from testbed.actions import Check, NftRuleset, Succeeds
+from testbed.api import Action, TestbedLike
 from testbed.features import _router as r
 from testbed.features.base import Feature
 from testbed.features.base import Options as FeatureOptions
@@ -14,7 +15,7 @@ from testbed.features.base import Options as FeatureOptions
 Parse = Callable[[FeatureOptions], Any]
 """A feature module's `parse(opts)`: its validated options."""
 
-CheckOptions = Callable[[r.RouterTestbed, Any, int], r.CheckResult]
+CheckOptions = Callable[[TestbedLike, Any, int], r.CheckResult]
 """A feature module's `check(tb, options, ip)`: its functional check on one IP version."""
 
 
@@ -59,6 +60,6 @@ class NftRouterFeature(NftTableFeature, r.RouterFeature):
         assert self.nft.parse is not None  # __init_subclass__ checked it
         self.o = self.nft.parse(opts)
 
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         assert self.nft.check is not None
         return self.nft.check(tb, self.o, ip)

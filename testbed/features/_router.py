@@ -20,7 +20,6 @@ from testbed.features.base import Feature
 from testbed.measure import iperf
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
-RouterTestbed = TestbedLike  # the one Testbed interface (testbed.api), as the features name it
 
 
 # --- addresses and nft words ----------------------------------------------------------------------
@@ -76,7 +75,7 @@ def verdict(feature: str, ip: int, evidence: dict[str, Any], failures: list[str]
     return CheckResult(feature, ip, "works", evidence, "")
 
 
-def nft_counters(tb: RouterTestbed, node: str, table: str, family: str) -> dict[str, int]:
+def nft_counters(tb: TestbedLike, node: str, table: str, family: str) -> dict[str, int]:
     """Packet counts of the rules of an nft table that carry a comment: comment -> packets."""
     out = tb.run(node, ["nft", "-j", "list", "table", family, table], check=False)
     if out.returncode != 0:
@@ -97,7 +96,7 @@ def nft_counters(tb: RouterTestbed, node: str, table: str, family: str) -> dict[
 
 @contextmanager
 def nft_table(
-    tb: RouterTestbed, node: str, ruleset: str, family: str, table: str
+    tb: TestbedLike, node: str, ruleset: str, family: str, table: str
 ) -> Iterator[None]:
     """Load a temporary nft table on `node` for a check; it is deleted afterwards."""
     tb.run(node, ["nft", "-f", "-"], input=ruleset)
@@ -127,7 +126,7 @@ def count_sources_ruleset(table: str, family: int, sources: Mapping[str, str]) -
 
 
 def ping(
-    tb: RouterTestbed, node: str, dst: str, ip: int, count: int = 3, source: str | None = None
+    tb: TestbedLike, node: str, dst: str, ip: int, count: int = 3, source: str | None = None
 ) -> dict[str, Any]:
     """Ping and report sent/received (the return path works when replies arrive)."""
     argv = ["ping", f"-{ip}", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2"]
@@ -143,7 +142,7 @@ def ping(
     return {"from": node, "to": dst, "sent": count, "received": received}
 
 
-def tool_env(tb: RouterTestbed) -> dict[str, str]:
+def tool_env(tb: TestbedLike) -> dict[str, str]:
     """The environment for the checks' iperf3: TMPDIR in the run's scratch folder. iperf3
     creates a temp file per stream; in the full-kernel tier's guest /tmp is an overlay on the
     host's /tmp over 9p, where that creation failed now and then (ENOENT) while the host's
@@ -154,7 +153,7 @@ def tool_env(tb: RouterTestbed) -> dict[str, str]:
 
 
 def tcp_connect(
-    tb: RouterTestbed,
+    tb: TestbedLike,
     server: str,
     client: str,
     dst: str,
@@ -217,12 +216,12 @@ class RouterFeature(Feature):
     check_topology: ClassVar[str] = ""
     o: Any  # the parsed options (each module's own `Options` dataclass)
 
-    def check(self, tb: RouterTestbed, ip: int, others: Sequence[Feature]) -> CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> CheckResult:
         raise NotImplementedError
 
 
 def run_checks(
-    tb: RouterTestbed,
+    tb: TestbedLike,
     features: Sequence[Feature],
     kind: str | None = None,
     ips: Sequence[int] = (4, 6),

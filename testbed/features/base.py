@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from testbed.actions import Action, Check
+from testbed.actions import Check
 from testbed.addressing import AddressPlan, Interface
+from testbed.api import Action
 from testbed.errors import SpecError
 from testbed.topology import Topology
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed import waiting
-from testbed.actions import Action, Command, Daemon, Sysctl, WriteFile, scratch
+from testbed.actions import Command, Daemon, Sysctl, WriteFile, scratch
+from testbed.api import Action, TestbedLike
 from testbed.features import _router as r
 from testbed.features import dhcp_server
 from testbed.features.base import Feature, Option, Program
@@ -105,7 +106,7 @@ def slaac_sysctls(o: Options) -> dict[str, str]:
     return {f"net.ipv6.conf.{o.dev}.accept_ra": "2", f"net.ipv6.conf.{o.dev}.autoconf": "1"}
 
 
-def dynamic_addresses(tb: r.RouterTestbed, o: Options, family: int) -> list[dict[str, Any]]:
+def dynamic_addresses(tb: TestbedLike, o: Options, family: int) -> list[dict[str, Any]]:
     """The interface's global addresses of `family` that are not the planned ones."""
     out = tb.run(o.node, ["ip", "-j", f"-{family}", "addr", "show", "dev", o.dev], check=False)
     planned = {a.split("/")[0] for a in o.static}
@@ -121,7 +122,7 @@ def dynamic_addresses(tb: r.RouterTestbed, o: Options, family: int) -> list[dict
 
 
 def check(
-    tb: r.RouterTestbed,
+    tb: TestbedLike,
     o: Options,
     ip: int,
     server: dhcp_server.Options | None,
@@ -214,7 +215,7 @@ class DhcpClient(r.RouterFeature):
             out.append(Daemon(self.node, tuple(argv), f"dhclient{fam}"))
         return out
 
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         server = None
         for f in others:
             if isinstance(f, dhcp_server.DhcpServer) and f.o.link == (self.o.peer, self.node):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from testbed.actions import Action, Daemon
+from testbed.actions import Daemon
+from testbed.api import Action, TestbedLike
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
@@ -87,7 +88,7 @@ class DhcpRelay(r.RouterFeature):
         ready = (listening_67(self.node),) if any(f == 4 for f, _l, _s in self.o.relays) else ()
         return [Daemon(self.node, tuple(argv(self.o)), "dnsmasq-relay", ready=ready)]
 
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         """The relay's check is the relayed server's: its clients get leases through it."""
         if ip not in (f for f, _l, _s in self.o.relays):
             return r.not_supported(KIND, ip, f"the relay forwards IPv{ip} not")

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.actions import Action, Check, Daemon, Succeeds, scratch
+from testbed.actions import Check, Daemon, Succeeds, scratch
+from testbed.api import Action, TestbedLike
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option, Program
 from testbed.features.base import Options as FeatureOptions
@@ -218,7 +219,7 @@ class DhcpServer(r.RouterFeature):
             )
         ]
 
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         """The server's check is its clients' (dhcp-client features on its link: found by kind,
         so that this module does not import the client's, which imports this one)."""
         for f in others:

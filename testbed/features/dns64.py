@@ -3,7 +3,8 @@ names to AAAA records synthesised inside a NAT64 prefix (compose it with a NAT64
 
 from __future__ import annotations
 
-from testbed.actions import Action, Daemon, EtcFile, Listening, WriteFile, scratch
+from testbed.actions import Daemon, EtcFile, Listening, WriteFile, scratch
+from testbed.api import Action
 from testbed.daemons import unbound
 from testbed.features._nat64 import DEFAULT_PREFIX, RFC6052_LENGTHS
 from testbed.features.base import Feature, Option, Options, Program

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from testbed.api import TestbedLike
 from testbed.features import _router as r
 from testbed.features._nft import NftRouterFeature, NftTable
 from testbed.features.base import Option
@@ -100,7 +101,7 @@ def describe(o: Options) -> list[str]:
     ]
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
+def check(tb: TestbedLike, o: Options, ip: int) -> r.CheckResult:
     """From `client` through the router to `server`: an allowed TCP port passes (and its allow
     counter moves), a port not on the list is dropped (its connection fails, the deny counter
     moves), echo requests pass or are dropped as configured."""

@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from testbed.actions import Action, Check, Command, Succeeds
+from testbed.actions import Check, Command, Succeeds
+from testbed.api import Action, TestbedLike
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
 from testbed.features.base import Options as FeatureOptions
@@ -170,14 +171,14 @@ def counting_ruleset(o: Options, t: Tunnel, inside_addr: str) -> str:
          f'meta ipsec missing {key} saddr {inside_addr} counter comment "clear"']))
 
 
-def xfrm_counts(tb: r.RouterTestbed, node: str) -> list[str]:
+def xfrm_counts(tb: TestbedLike, node: str) -> list[str]:
     """`ip -s xfrm state` (no JSON output exists for xfrm) as evidence."""
     out = tb.run(node, ["ip", "-s", "xfrm", "state"], check=False)
     keep = ("src ", "proto esp", "lifetime current", "bytes")
     return [x.strip() for x in out.stdout.splitlines() if x.strip().startswith(keep)][:16]
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
+def check(tb: TestbedLike, o: Options, ip: int) -> r.CheckResult:
     """The host behind `node` pings the host behind `peer`: the replies arrive, ESP packets
     cross the wire (counted at `peer`'s ingress) and no clear-text packet from the host does."""
     t = next((x for x in o.tunnels if x.inner == ip), None)
@@ -233,5 +234,5 @@ class Ipsec(r.RouterFeature):
             for n in (self.o.node, self.o.peer)
         ]
 
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         return check(tb, self.o, ip)

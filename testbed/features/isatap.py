@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 
 from testbed.actions import (
-    Action,
     Check,
     Command,
     Daemon,
@@ -20,6 +19,7 @@ from testbed.actions import (
     WriteFile,
     scratch,
 )
+from testbed.api import Action
 from testbed.daemons.radvd import radvd_argv, radvd_config
 from testbed.errors import SpecError
 from testbed.features.base import Feature, NodeAddress, Option, Options, Program

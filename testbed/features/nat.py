@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.features import _router as r
 from testbed.features._nft import NftRouterFeature, NftTable
 from testbed.features.base import Option
@@ -129,7 +130,7 @@ def describe(o: Options) -> list[str]:
     return lines
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
+def check(tb: TestbedLike, o: Options, ip: int) -> r.CheckResult:
     """Traffic through the router, seen on the far side.
 
     Source NAT: `inside` pings `outside`; a counter table on `outside` counts arrivals by source:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from testbed.actions import Action, Check, Command, LoadModule, Succeeds
+from testbed.actions import Check, Command, LoadModule, Succeeds
+from testbed.api import Action
 from testbed.daemons.jool import JoolConfig
 from testbed.features._nat64 import NAT64_OPTIONS, Nat64
 from testbed.features.base import Option, Options, Program

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 
 from testbed.actions import (
-    Action,
     Check,
     Command,
     Daemon,
@@ -16,6 +15,7 @@ from testbed.actions import (
     WriteFile,
     scratch,
 )
+from testbed.api import Action
 from testbed.daemons.tayga import TaygaConfig, tayga_addresses
 from testbed.features._nat64 import NAT64_OPTIONS, WELL_KNOWN_PREFIX, Nat64
 from testbed.features.base import Option, Options, Program

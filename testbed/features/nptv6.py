@@ -5,7 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from testbed.actions import Action, Check, Command, HasRoute
+from testbed.actions import Check, Command, HasRoute
+from testbed.api import Action, TestbedLike
 from testbed.features import _router as r
 from testbed.features._nft import NftRouterFeature, NftTable
 from testbed.features.base import Option
@@ -94,7 +95,7 @@ def describe(o: Options) -> list[str]:
     ]
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int) -> r.CheckResult:
+def check(tb: TestbedLike, o: Options, ip: int) -> r.CheckResult:
     """`inside` pings `outside`: the far side sees the translated source (prefix + host part
     kept) and never the inside address, replies come back; then `outside` pings the inside
     host at its translated address (inbound translation)."""

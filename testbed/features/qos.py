@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed import units, waiting
-from testbed.actions import Action, Check, NftRuleset, Succeeds, Tc
+from testbed.actions import Check, NftRuleset, Succeeds, Tc
+from testbed.api import Action, TestbedLike
 from testbed.checks import wait_listening
 from testbed.features import _router as r
 from testbed.features.base import Feature, Option
@@ -200,13 +201,13 @@ def describe(o: Options) -> list[str]:
     ]
 
 
-def class_stats(tb: r.RouterTestbed, o: Options) -> list[str]:
+def class_stats(tb: TestbedLike, o: Options) -> list[str]:
     """`tc -s class show` as lines (tc prints no JSON for classes): kept as evidence."""
     out = tb.run(o.node, ["tc", "-s", "class", "show", "dev", o.dev], check=False)
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
-def check(tb: r.RouterTestbed, o: Options, ip: int, seconds: int = 3) -> r.CheckResult:
+def check(tb: TestbedLike, o: Options, ip: int, seconds: int = 3) -> r.CheckResult:
     """Overload: every class with a port sends at the full link rate at once, and so does the
     default class (UDP from `client` to `server` through the router), 2x the link rate or
     more in all. Each class must receive at least MIN_SHARE of its guaranteed rate."""
@@ -313,7 +314,7 @@ class Qos(r.RouterFeature):
     def ready(self) -> list[Check]:
         return [Succeeds(self.node, ("tc", "class", "show", "dev", self.o.dev), contains="1:10")]
 
-    def check(self, tb: r.RouterTestbed, ip: int, others: Sequence[Feature]) -> r.CheckResult:
+    def check(self, tb: TestbedLike, ip: int, others: Sequence[Feature]) -> r.CheckResult:
         return check(tb, self.o, ip)
 
 

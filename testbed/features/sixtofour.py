@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from testbed.actions import Action, Check, Command, HasAddress, HasRoute, LinkIsUp
+from testbed.actions import Check, Command, HasAddress, HasRoute, LinkIsUp
+from testbed.api import Action
 from testbed.features.base import Feature, NodeAddress, Option, Options
 
 PREFIX_6TO4 = ipaddress.IPv6Network("2002::/16")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from testbed.actions import Action, Check, Succeeds, Sysctl
+from testbed.actions import Check, Succeeds, Sysctl
+from testbed.api import Action
 from testbed.features.base import Feature, Option, Options
 
 _KEY = re.compile(r"^(net|kernel)\.[A-Za-z0-9_.\-/]+$")

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from testbed.experiment import load_experiment, run_experiment
+from testbed.experiment import run_experiment
+from testbed.experiment_spec import load_experiment
 from testbed.measure.kinds import Measured
 from testbed.parallel import read_share
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from testbed import results
-from testbed.experiment import find_experiment, load_experiment, plan
+from testbed.experiment_spec import find_experiment, load_experiment, plan
 
 pytestmark = pytest.mark.root
 TESTBED = str(Path(sys.executable).parent / "testbed")

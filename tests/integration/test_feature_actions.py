@@ -10,7 +10,6 @@ import pytest
 
 from testbed import netlink
 from testbed.actions import (
-    Action,
     Check,
     Command,
     EtcFile,
@@ -21,6 +20,7 @@ from testbed.actions import (
     WriteFile,
     scratch,
 )
+from testbed.api import Action
 from testbed.features.base import REGISTRY, Feature, Options
 from testbed.testbed import Testbed
 from testbed.topology import topology_from_dict

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from testbed import capabilities, netlink, state
+from testbed.api import Action
 from testbed.errors import DaemonError, MissingCapability, SpecError
 from testbed.testbed import Testbed
 from testbed.topology import load_topology
@@ -327,7 +328,7 @@ def test_isatap() -> None:
 def test_isatapd_without_router_is_a_daemon_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    from testbed.actions import Action, Daemon
+    from testbed.actions import Daemon
     from testbed.features.isatap import Isatap
 
     orig = Isatap.actions

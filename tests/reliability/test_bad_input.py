@@ -16,7 +16,8 @@ import pytest
 
 from testbed import results, signals
 from testbed.errors import SpecError
-from testbed.experiment import load_experiment, plan, run_experiment
+from testbed.experiment import run_experiment
+from testbed.experiment_spec import load_experiment, plan
 from tests.reliability.fuzz import ROOT, cli
 from tests.unit.test_experiment import FAKE, fake_open, fake_trial, quiet
 

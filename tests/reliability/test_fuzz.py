@@ -72,7 +72,7 @@ def check_topology(path: Path) -> None:
 
 
 def check_experiment(path: Path, profile: str = "full") -> None:
-    from testbed.experiment import check_topologies, iter_plan, load_experiment
+    from testbed.experiment_spec import check_topologies, iter_plan, load_experiment
 
     exp = load_experiment(path, profile)
     check_topologies(exp)

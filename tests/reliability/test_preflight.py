@@ -17,7 +17,7 @@ from testbed import results
 from testbed.cli import CLOSED_PIPE_STATUS
 from testbed.cli import main as cli_main
 from testbed.errors import SpecError
-from testbed.experiment import load_experiment
+from testbed.experiment_spec import load_experiment
 from tests.reliability.fuzz import ROOT, cli
 
 SMOKE = ROOT / "experiments" / "smoke.toml"

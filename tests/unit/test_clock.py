@@ -13,7 +13,8 @@ import pytest
 from testbed import results, waiting
 from testbed.commands import experiment as cmd
 from testbed.errors import SpecError, UsageError
-from testbed.experiment import experiment_from_dict, load_experiment, run_experiment
+from testbed.experiment import run_experiment
+from testbed.experiment_spec import experiment_from_dict, load_experiment
 from testbed.vm import run as vm_run
 from testbed.vm.boot import VmResult
 from tests.unit.test_experiment import FAKE, fake_open, fake_trial, quiet

@@ -16,13 +16,8 @@ import pytest
 
 from testbed import results
 from testbed.errors import CommandError, SpecError
-from testbed.experiment import (
-    experiment_from_dict,
-    find_experiment,
-    load_experiment,
-    plan,
-    run_experiment,
-)
+from testbed.experiment import run_experiment
+from testbed.experiment_spec import experiment_from_dict, find_experiment, load_experiment, plan
 from testbed.measure.kinds import Measured
 from testbed.progress import Progress
 from tests.unit.fake_testbed import FakeJournal
@@ -260,7 +255,8 @@ from contextlib import contextmanager
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_experiment import fake_open, quiet, fake_trial
-from testbed.experiment import load_experiment, run_experiment
+from testbed.experiment import run_experiment
+from testbed.experiment_spec import load_experiment
 
 def slow(tb, t, ctx):
     time.sleep(0.05)

@@ -14,7 +14,8 @@ import pytest
 from testbed import models, results
 from testbed.cli import main
 from testbed.errors import SpecError
-from testbed.experiment import experiment_from_dict, load_experiment, plan, run_experiment
+from testbed.experiment import run_experiment
+from testbed.experiment_spec import experiment_from_dict, load_experiment, plan
 from testbed.measure import kinds, rfc2544_search
 from testbed.measure.kinds import Measured
 from testbed.measure.kinds import pingpong as pingpong_kind

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from testbed import features
-from testbed.actions import Action, Check, Command, Succeeds, Sysctl, Undo, WriteFile
+from testbed.actions import Check, Command, Succeeds, Sysctl, WriteFile
+from testbed.api import Action, Undo
 from testbed.errors import SpecError
 from testbed.features.base import REGISTRY, Feature, NodeAddress, Option, Options
 from testbed.plan import compile_plan

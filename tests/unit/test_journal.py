@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 
 from testbed import api, capabilities
-from testbed.actions import (
-    AddVeth,
-    CreateNamespace,
-    SetQdisc,
-    SetSysctls,
-    Undo,
-    WaitInterfaces,
-)
+from testbed.actions import AddVeth, CreateNamespace, SetQdisc, SetSysctls, WaitInterfaces
+from testbed.api import Undo
 from testbed.plan import compile_plan, plan_for
 from testbed.testbed import TeardownError, Testbed
 from testbed.topology import Topology, topology_from_dict

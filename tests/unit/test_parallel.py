@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from testbed import cli, results
-from testbed.experiment import experiment_from_dict, load_experiment, plan
+from testbed.experiment_spec import experiment_from_dict, load_experiment, plan
 from testbed.parallel import host_interference, run_local, split
 
 ROOT = Path(__file__).resolve().parents[2]

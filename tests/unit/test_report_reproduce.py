@@ -9,7 +9,7 @@ import pytest
 from testbed.cli import main
 from testbed.commands.report import _parse_only, _subset, resolve_paper
 from testbed.errors import UsageError
-from testbed.experiment import find_experiment, load_experiment, plan
+from testbed.experiment_spec import find_experiment, load_experiment, plan
 from testbed.tiers import choose
 
 

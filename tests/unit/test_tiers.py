@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from testbed import tiers
-from testbed.experiment import find_experiment, load_experiment
+from testbed.experiment_spec import find_experiment, load_experiment
 from testbed.measure import kinds
 from testbed.measure.kinds import base
 

@@ -7,6 +7,7 @@ import pkgutil
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.errors import SpecError
 from testbed.measure.kinds.base import (
     Context,
@@ -14,7 +15,6 @@ from testbed.measure.kinds.base import (
     Measured,
     Metric,
     Param,
-    TestbedLike,
     check_value,
     declared,
     validate,

@@ -6,15 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from testbed.measure.kinds.base import (
-    Context,
-    Measured,
-    Metric,
-    Param,
-    ParamProblem,
-    Runner,
-    TestbedLike,
-)
+from testbed.api import TestbedLike
+from testbed.measure.kinds.base import Context, Measured, Metric, Param, ParamProblem, Runner
 from testbed.measure.router_stress import MIN_FRAME
 
 MIX = (

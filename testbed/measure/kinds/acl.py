@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.measure import acl_rules, router_stress
 from testbed.measure.kinds import base
 from testbed.measure.kinds._stress_shared import (
@@ -26,7 +27,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                            "acl = true, or leave out rules and apply for the baseline")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     router = str(p["router"])
     in_if = router_stress.iface_towards(tb, router, str(p["client"]))
     out_if = router_stress.iface_towards(tb, router, str(p["server"]))

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from testbed import units, waiting
-from testbed.api import ProcessLike as ProcessLike
-from testbed.api import TestbedLike as TestbedLike
+from testbed.api import ProcessLike, TestbedLike
 from testbed.checks import wait_listening
 from testbed.errors import CommandError, DaemonError, SpecError
 from testbed.measure import ping_tool, probe

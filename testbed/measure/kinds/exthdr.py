@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.measure import exthdr_packets, router_stress
 from testbed.measure.kinds import base
 from testbed.measure.kinds._stress_shared import ROUTER_METRICS, paced, through
@@ -30,12 +31,12 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                            ) from None
 
 
-def snmp6(tb: base.TestbedLike, node: str) -> dict[str, int]:
+def snmp6(tb: TestbedLike, node: str) -> dict[str, int]:
     out = tb.run(node, ["cat", "/proc/net/snmp6"]).stdout
     return {k: int(v) for k, v in (ln.split() for ln in out.splitlines() if ln.strip())}
 
 
-def load_rule(tb: base.TestbedLike, router: str, folder: Path, stack: ExitStack) -> None:
+def load_rule(tb: TestbedLike, router: str, folder: Path, stack: ExitStack) -> None:
     """The upper-layer rule (`meta l4proto udp`, counted) on `router`, removed with `stack`."""
     rules = folder / f"exthdr-{router}.nft"
     rules.write_text(f"table inet {RULE_TABLE} {{\n  chain upper {{ type filter hook "
@@ -46,7 +47,7 @@ def load_rule(tb: base.TestbedLike, router: str, folder: Path, stack: ExitStack)
     stack.callback(rules.unlink, missing_ok=True)
 
 
-def rule_packets(tb: base.TestbedLike, router: str) -> int:
+def rule_packets(tb: TestbedLike, router: str) -> int:
     """The packets the upper-layer rule counted."""
     listing = json.loads(tb.run(router, ["nft", "-j", "list", "table", "inet",
                                          RULE_TABLE]).stdout)
@@ -54,7 +55,7 @@ def rule_packets(tb: base.TestbedLike, router: str) -> int:
                for e in item.get("rule", {}).get("expr", []) if "counter" in e)
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     variant = str(p["variant"])
     client, server, router = str(p["client"]), str(p["server"]), str(p["router"])
     in_if = router_stress.iface_towards(tb, router, client)

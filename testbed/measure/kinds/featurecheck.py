@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.errors import MissingCapability
 from testbed.measure.kinds import base
 from testbed.measure.kinds._nested import built
@@ -45,7 +46,7 @@ def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
     return kernel_needs_of_file(find_topology(topology)) if topology else ()
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     del tb, ctx  # the check builds its own topology
     kind = str(p["feature"])
     topology = str(p.get("topology") or checkable()[kind])

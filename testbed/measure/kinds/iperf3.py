@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from testbed import units, waiting
+from testbed.api import TestbedLike
 from testbed.errors import CommandError
 from testbed.measure import iperf
 from testbed.measure.kinds import base
@@ -28,7 +29,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     base.fits(out, [v for v, _ in flows(out)], "udp")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     rate = units.rate(p.get("rate"), zero=True)
     duration = float(p["duration"])
     results = {}

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed import waiting
+from testbed.api import TestbedLike
 from testbed.measure import ping_tool
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
@@ -17,7 +18,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     base.fits(out, [int(out["ip"])], "icmp")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     size = (
         ping_tool.icmp_data_size(int(p["frame_size"]), ip_v)

@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from testbed import waiting
+from testbed.api import TestbedLike
 from testbed.errors import CommandError
 from testbed.measure import ping_tool, pingpong_probe
 from testbed.measure.kinds import base
@@ -16,7 +17,7 @@ from testbed.measure.kinds.base import Kind, Metric, Param
 TCP_HEADER = 20
 
 
-def exchange(tb: base.TestbedLike, node_srv: str, node_cli: str, host: str, p: Mapping[str, Any],
+def exchange(tb: TestbedLike, node_srv: str, node_cli: str, host: str, p: Mapping[str, Any],
              ctx: base.Context, size: int, listen: str | None = None,
              overhead: str | None = None,
              between: Callable[[], None] | None = None) -> dict[str, Any]:
@@ -98,7 +99,7 @@ OWD = ("mean_us", "min_us", "max_us", "median_us", "p99_us", "p999_us", "stdev_u
 RTT = ("mean_us", "min_us", "max_us", "median_us", "p99_us")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     size = message_size(p)
     lo = "::1" if ip_v == 6 else "127.0.0.1"

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from testbed import units
+from testbed.api import TestbedLike
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
@@ -18,7 +19,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
     base.fits(out, [int(out["ip"])], "udp")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     n, data = base.ip_payload_and_data(p, ip_v)
     rate = units.rate(p.get("rate"), zero=True) or 10e6

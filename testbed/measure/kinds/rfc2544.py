@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from testbed import units, waiting
+from testbed.api import TestbedLike
 from testbed.measure import rfc2544_search as search
 from testbed.measure import udpprobe
 from testbed.measure.kinds import base
@@ -60,7 +61,7 @@ def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late
 
 
 def udp_trial(
-    tb: base.TestbedLike,
+    tb: TestbedLike,
     p: Mapping[str, Any],
     ctx: base.Context,
     ip_v: int,
@@ -133,7 +134,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                            "a frame or payload that carries at least one byte of UDP data")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     n, data = base.ip_payload_and_data(p, ip_v)
     link = base.bottleneck_bps(tb)

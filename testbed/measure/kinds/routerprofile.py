@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.measure.kinds import base
 from testbed.measure.kinds._nested import built
 from testbed.measure.kinds.base import Kind, Metric, Param
@@ -42,7 +43,7 @@ def kernel_needs(p: Mapping[str, Any]) -> tuple[str, ...]:
     return kernel_needs_of_file(find_topology(topology), switches)
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     del tb  # the profile builds its own topology
     from testbed.measure import kinds
 

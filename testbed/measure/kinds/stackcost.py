@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.measure import stackcost_probe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip_v = int(p["ip"])
     listen = base.listen_address(tb, p["server"], ip_v)
     with base.serve(tb, ctx, p["server"],

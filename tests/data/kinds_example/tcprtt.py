@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.api import TestbedLike
 from testbed.measure import pingpong_probe
 from testbed.measure.kinds import base
 from testbed.measure.kinds.base import Kind, Metric, Param
@@ -17,7 +18,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
                                 "count <= 10000")
 
 
-def run(tb: base.TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
+def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measured:
     ip = int(p["ip"])
     listen = base.listen_address(tb, p["server"], ip)
     # start the server on a fresh port, wait until it listens; stopped (and its files
