@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import results
+from testbed import papers, results
 from testbed.errors import UsageError
-from testbed.report import papers
 
 TIERS = ("auto", "host", "vm")
 DELAY_KINDS = ("pingpong", "ping")
@@ -48,9 +47,9 @@ def register(sub: Any) -> None:
         description="Run the experiments a paper needs, each measurement on the tier that "
         "measures it faithfully (the host kernel for shaped throughput, the full-kernel VM "
         "for per-packet delay, tunnels and Jool), then write the report. Papers: "
-        + ", ".join(papers.PAPER_EXPERIMENTS) + ".",
+        + ", ".join(papers.builtin_ids()) + f", and a user's own (${papers.ENV}, docs/papers.md).",
     )
-    rp.add_argument("paper", help="paper id (" + ", ".join(papers.PAPER_EXPERIMENTS) + ")")
+    rp.add_argument("paper", help="paper id (" + ", ".join(papers.builtin_ids()) + ", ...)")
     rp.add_argument("--quick", action="store_true", help="the quick profiles: fewer points")
     rp.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="report folder (default reports/PAPER[-quick])")
@@ -95,13 +94,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def resolve_paper(name: str) -> str:
     """A paper id, or the paper an experiment name reproduces; else a usage error."""
-    if name in papers.PAPER_EXPERIMENTS:
-        return name
-    paper = papers.paper_of(name)
-    if paper is not None:
-        return paper
-    raise UsageError(f"unknown paper {name!r}",
-                     hint="known papers: " + ", ".join(papers.PAPER_EXPERIMENTS))
+    return papers.resolve(name).id
 
 
 @dataclass(frozen=True)
@@ -260,7 +253,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     profile = "quick" if args.quick else "full"
     db = _db(args)
     exps = [load_experiment(find_experiment(name), profile)
-            for name in papers.PAPER_EXPERIMENTS[paper]]
+            for name in papers.get(paper).experiments]
 
     if args.only:  # inside the VM tier: run exactly these measurements here
         wanted = [_parse_only(o) for o in args.only]

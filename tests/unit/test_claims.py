@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from testbed import models
+from testbed import models, papers
+from testbed.papers.gamess_morales.claims import _gm_net_owd, fit_pi
 from testbed.report import claims
-from testbed.report.claims import CHECKS, PAPERS, claims_for, evaluate, paper_of_experiment
+from testbed.report.claims import evaluate
 from testbed.results import TrialRow
+
+PAPERS = papers.builtin_ids()
+CHECKS = {c.id: c.check for p in PAPERS for c in papers.get(p).claims}
+
+
+def claims_for(paper: str) -> list[tuple[str, str]]:
+    return [(c.id, c.text) for c in papers.get(paper).claims]
 
 _keys = itertools.count()
 
@@ -49,11 +57,20 @@ def test_every_claim_has_a_function_and_evaluate_returns_them_in_order() -> None
 
 
 def test_paper_of_experiment() -> None:
-    assert paper_of_experiment("transition") == "quintero-2016"
-    assert paper_of_experiment("gamess-morales") == "gamess-morales"
-    assert paper_of_experiment("smoke") is None
+    assert papers.resolve("transition").id == "quintero-2016"
+    assert papers.resolve("gamess-morales").id == "gamess-morales"
+    assert papers.paper_of("smoke") is None
     with pytest.raises(ValueError, match="unknown paper"):
-        claims_for("nobody-1999")
+        papers.get("nobody-1999")
+
+
+def test_every_papers_experiments_exist_and_belong_to_one_paper() -> None:
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    seen: dict[str, str] = {}
+    for p in papers.all_papers():
+        for e in p.experiments:
+            assert (root / f"{e}.toml").exists(), (p.id, e)
+            assert seen.setdefault(e, p.id) == p.id
 
 
 def test_claim_texts_match_shared_claims_md() -> None:
@@ -86,10 +103,12 @@ def test_unimplemented_measurements_say_what_is_missing(cid: str) -> None:
     assert out.status == "not measured" and out.reason.startswith("not measured: needs")
 
 
-def test_a_claim_that_raises_is_not_measured() -> None:
-    # a trial without `ip` cannot be keyed: int(None) raises; evaluate never does
+def test_a_claim_that_raises_is_an_error_with_its_exception() -> None:
+    # a trial without `ip` cannot be keyed: int(None) raises; evaluate never does, and the
+    # ledger says "error" with the exception, never "not measured"
     res = evaluate("zeadally-2004", [row("stackcost", {"tcp_connect_us": 1.0}, {})])
-    assert res[6].status == "not measured" and "could not evaluate" in res[6].evidence
+    assert res[6].status == "error"
+    assert "TypeError" in res[6].reason and "int()" in res[6].reason
 
 
 # --- gamess-morales ----------------------------------------------------------------------------
@@ -511,8 +530,8 @@ def test_gm6_gm7_fit_the_emulators_own_pi_as_the_paper_fitted_its_own() -> None:
         out = CHECKS[cid](claims.Data(emu))
         assert out.status == "holds", out
         assert "π fitted here 4.4 µs" in out.evidence
-    net = claims._gm_net_owd(claims.Data(emu))
-    pi = claims.fit_pi(net)
+    net = _gm_net_owd(claims.Data(emu))
+    pi = fit_pi(net)
     assert pi is not None and pi == pytest.approx(4.4e-6, abs=1e-9)
 
 

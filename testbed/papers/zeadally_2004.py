@@ -1,0 +1,238 @@
+"""Zeadally & Raicu 2004, end-system IPv6 stacks (Linux): its claims (ze:1-ze:9), its figures
+(latency, throughput, stack costs, connections per second) and the numbers its text quotes."""
+# ruff: noqa: RUF001  (claims and evidence keep the papers' minus, times and approx signs)
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from testbed.papers import Claim, Paper
+from testbed.report.claims import (
+    Data,
+    Outcome,
+    cross_os,
+    frac,
+    mbps,
+    not_measured,
+    param,
+    rel,
+    size_of,
+    verdict,
+)
+from testbed.report.data import Dataset, metric
+from testbed.report.figures import (
+    Figure,
+    Row,
+    const,
+    grouped,
+    rows_of,
+    select,
+)
+from testbed.report.tables import (
+    Quote,
+    any_point,
+    both,
+    change,
+    ip_is,
+    mean_text,
+    per_label,
+    proto_is,
+    range_text,
+)
+
+
+def _ze(d: Data, kind: str, protocol: str | None, metric: str) -> dict[tuple[Any, ...], float]:
+    rows = [r for r in d.select(kind) if protocol is None or param(r, "protocol") == protocol]
+    return d.means(rows, metric, lambda r: (int(param(r, "ip")), size_of(r)))
+
+
+def ze_1(d: Data) -> Outcome:
+    thr = _ze(d, "iperf3", "tcp", "receiver_bps")
+    if not thr:
+        return not_measured("TCP throughput (iperf3)")
+    low = min(thr.values())
+    common = [s for ip, s in thr if ip == 4 and (6, s) in thr]
+    gap = statistics.fmean(thr[(4, s)] - thr[(6, s)] for s in common) if common else None
+    ok = low >= 88e6 and gap is not None and 0 <= gap <= 3e6
+    ev = (f"lowest TCP throughput {mbps(low)} Mbit/s (≥ 88 accepted) at "
+          + ", ".join(f"IPv{ip} {s} B" for (ip, s), v in thr.items() if v == low))
+    ev += (f"; mean IPv4 − IPv6 {mbps(gap)} Mbit/s (0–3 accepted)" if gap is not None
+           else "; IPv4 vs IPv6 not measured")
+    return verdict(ok, ev)
+
+
+def ze_2(d: Data) -> Outcome:
+    thr = _ze(d, "iperf3", "udp", "receiver_bps")
+    common = sorted(s for ip, s in thr if ip == 4 and (6, s) in thr)
+    if not common:
+        return not_measured("UDP throughput of IPv4 and IPv6 at equal sizes")
+    diffs = {s: rel(thr[(6, s)], thr[(4, s)]) for s in common}
+    ok = all(abs(v) <= 0.10 for v in diffs.values())
+    small = common[0]
+    wire = -20 / (small + 8 + 40 + 38)  # 20 more header bytes a datagram, Ethernet 38 on the wire
+    return verdict(ok, "IPv6/IPv4 − 1: " + ", ".join(f"{s} B {v:+.1%}" for s, v in diffs.items())
+                    + " (within 10 % accepted)",
+                    f"on a saturated link IPv6's 20 more header bytes alone cost {wire:+.1%} at "
+                    f"{small} B")
+
+
+def ze_3(d: Data) -> Outcome:
+    thr = _ze(d, "iperf3", "udp", "receiver_bps")
+    need = [(ip, s) for ip in (4, 6) for s in (128, 512)]
+    if not all(k in thr for k in need):
+        return not_measured("UDP throughput of IPv4 and IPv6 at 128 and 512 B")
+    deficit = {s: 1 - thr[(6, s)] / thr[(4, s)] for s in (128, 512)}
+    arith = {s: (16 / s, 4 / s) for s in (128, 512)}
+    ok = deficit[128] > deficit[512]
+    return verdict(ok, f"address bytes per message: 128 B {arith[128][0]:.1%} vs "
+                        f"{arith[128][1]:.1%}, 512 B {arith[512][0]:.1%} vs {arith[512][1]:.2%}; "
+                        f"measured IPv6 UDP throughput deficit {deficit[128]:.1%} at 128 B, "
+                        f"{deficit[512]:.1%} at 512 B (must shrink with size)")
+
+
+def _rtt(d: Data, protocol: str) -> dict[tuple[Any, ...], float]:
+    rtt = _ze(d, "pingpong", protocol, "rtt_median_us")
+    if not rtt:  # results stored before rtt_* existed: the round trip is twice owd
+        rtt = {k: 2 * v for k, v in _ze(d, "pingpong", protocol, "owd_median_us").items()}
+    return rtt
+
+
+def ze_4(d: Data) -> Outcome:
+    tcp, udp = _rtt(d, "tcp"), _rtt(d, "udp")
+    common = sorted(k for k in tcp if k in udp)
+    if not common:
+        return not_measured("TCP and UDP round-trip latency at equal sizes")
+    diffs = [(k, rel(tcp[k], udp[k])) for k in common]
+    close = sum(abs(v) <= 0.20 for _, v in diffs)
+    med = statistics.median(v for _, v in diffs)
+    return verdict(close == len(diffs), f"TCP within 20 % of UDP RTT in "
+                                         f"{frac(close, len(diffs))} cells; median TCP/UDP − 1 "
+                                         f"{med:+.1%}")
+
+
+def ze_5(d: Data) -> Outcome:
+    cells = []
+    for proto in ("tcp", "udp"):
+        rtt = _rtt(d, proto)
+        cells += [(proto, s, rel(rtt[(6, s)], rtt[(4, s)])) for ip, s in rtt
+                  if ip == 4 and (6, s) in rtt]
+    if not cells:
+        return not_measured("IPv4 and IPv6 round-trip latency at equal sizes")
+    lower = sum(v < 0 for *_, v in cells)
+    in_range = sum(-0.15 <= v <= -0.07 for *_, v in cells)
+    med = statistics.median(v for *_, v in cells)
+    return verdict(lower == len(cells),
+                    f"IPv6 RTT lower than IPv4 in {frac(lower, len(cells))} cells, 7–15 % lower "
+                    f"in {frac(in_range, len(cells))}; median IPv6/IPv4 − 1 {med:+.1%} "
+                    "(paper: −7 … −15 %)")
+
+
+def _ze_stack(metric: str, more_is_v6: bool, label: str, paper: str) -> Callable[[Data], Outcome]:
+    def check(d: Data) -> Outcome:
+        v = d.means(d.select("stackcost"), metric, lambda r: (int(param(r, "ip")),))
+        if (4,) not in v or (6,) not in v:
+            return not_measured(f"{label} for IPv4 and IPv6 (stackcost)")
+        a, b = v[(4,)], v[(6,)]
+        ok = b > a if more_is_v6 else b < a
+        return verdict(ok, f"{label}: IPv4 {a:.1f}, IPv6 {b:.1f} ({rel(b, a):+.1%}; "
+                            f"paper {paper})")
+    return check
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim('ze:1', "Linux TCP throughput ≈ line rate (~93 Mbit/s) at all sizes for both versions, IPv6 ~1 Mbit/s lower.", ze_1),  # noqa: E501
+    Claim('ze:2', "UDP throughput IPv4 and IPv6 similar on Linux.", ze_2),
+    Claim('ze:3', "Address-size overhead: 12.5 % vs 3 % at 128 B, 3 % vs 0.78 % at 512 B.", ze_3),
+    Claim('ze:4', "TCP and UDP round-trip latency are about equal.", ze_4),
+    Claim('ze:5', "On Linux, TCP and UDP round-trip latency is 7–15 % lower with IPv6 than with IPv4.", ze_5),  # noqa: E501
+    Claim('ze:6', "TCP/IPv6 socket creation costs more than TCP/IPv4 (+12 % on Linux).", _ze_stack("tcp_socket_create_us", True, "TCP socket creation µs", "+12 %")),  # noqa: E501
+    Claim('ze:7', "TCP connect is slower with IPv6 (about +50 % on Linux).", _ze_stack("tcp_connect_us", True, "TCP connect µs", "about +50 %")),  # noqa: E501
+    Claim('ze:8', "Connections per second drop with IPv6 (Linux 450 → 426, −5 %).", _ze_stack("connections_per_s", False, "connections/s", "450 → 426, −5 %")),  # noqa: E501
+    Claim('ze:9', "(cross-OS) Linux beats Windows 2000 and Solaris 8 on every metric — not measurable here.", cross_os),  # noqa: E501
+)
+
+
+def rtt_us(t: Any) -> float | None:
+    """Round-trip time (µs) as the paper reports it: the stored RTT, else 2 x the stored OWD."""
+    for k in ("rtt_mean_us",):
+        v = t.metrics.get(k)
+        if isinstance(v, (int, float)):
+            return float(v)
+    v = t.metrics.get("owd_mean_us")
+    return 2.0 * float(v) if isinstance(v, (int, float)) else None
+
+
+def zeadally_figures(ds: Dataset, experiment: str = "zeadally-2004") -> list[Figure]:
+    figs: list[Figure] = []
+    lat = select(ds, experiment, kinds=["pingpong"])
+    if lat:
+        stats = grouped(ds, lat, rtt_us, "rtt_mean_us")
+        figs.append(Figure(
+            "ze-latency", "zeadally-2004", "Round-trip latency vs message size, TCP and UDP",
+            "message size (bytes)", "round-trip time (µs)", "lines",
+            rows_of(stats, lambda s: f"{str(s.point.get('protocol')).upper()}/IPv"
+                    f"{s.point.get('ip')}", lambda s: s.point.get("size")),
+            note="ping-pong round trips, mean with 95 % CI over repetitions"))
+    tput = select(ds, experiment, kinds=["iperf3"])
+    if tput:
+        stats = grouped(ds, tput, metric("receiver_bps", 1e-6), "receiver_mbps")
+        figs.append(Figure(
+            "ze-throughput", "zeadally-2004", "TCP and UDP throughput vs message size",
+            "message size (bytes)", "throughput (Mbit/s, iperf3 receiver)", "lines",
+            rows_of(stats, lambda s: f"{str(s.point.get('protocol')).upper()}/IPv"
+                    f"{s.point.get('ip')}", lambda s: s.point.get("length"))))
+    stack = select(ds, experiment, kinds=["stackcost"])
+    if stack:
+        rows: list[Row] = []
+        for m, label in (("tcp_socket_create_us", "TCP socket creation"),
+                         ("udp_socket_create_us", "UDP socket creation"),
+                         ("tcp_connect_us", "TCP connect")):
+            rows += rows_of(grouped(ds, stack, metric(m), m),
+                            lambda s: f"IPv{s.point.get('ip')}", const(label))
+        figs.append(Figure(
+            "ze-stack", "zeadally-2004", "Stack costs: socket creation and TCP connect",
+            "operation", "time (µs, median of each trial)", "bars", rows))
+        figs.append(Figure(
+            "ze-cps", "zeadally-2004", "Connections per second (connect, 1-byte exchange, close)",
+            "IP version", "connections per second", "bars",
+            rows_of(grouped(ds, stack, metric("connections_per_s"), "connections_per_s"),
+                    lambda s: f"IPv{s.point.get('ip')}", lambda s: "connections/s")))
+    return figs
+
+
+QUOTES: tuple[Quote, ...] = (
+    Quote("connections per second, Linux IPv4", "450", "sec. 4.4",
+          lambda ds: mean_text(ds, "zeadally-2004", metric("connections_per_s"), ip_is(4), ".0f")),
+    Quote("connections per second, Linux IPv6", "426", "sec. 4.4",
+          lambda ds: mean_text(ds, "zeadally-2004", metric("connections_per_s"), ip_is(6), ".0f")),
+    Quote("IPv6 connections/s degradation, Linux", "5 %", "sec. 4.4",
+          lambda ds: change(ds, "zeadally-2004", metric("connections_per_s"), any_point)),
+    Quote("TCP/IPv6 socket creation vs IPv4, Linux", "+12 %", "sec. 4.3",
+          lambda ds: change(ds, "zeadally-2004", metric("tcp_socket_create_us"), any_point)),
+    Quote("TCP connect time IPv6 vs IPv4, Linux", "≈ +50 %", "sec. 4.3",
+          lambda ds: change(ds, "zeadally-2004", metric("tcp_connect_us"), any_point)),
+    Quote("TCP throughput, Linux, all message sizes", "≈ 93 Mbit/s", "sec. 4.1, Fig. 1",
+          lambda ds: per_label(
+              (f"IPv{v}", range_text(ds, "zeadally-2004", metric("receiver_bps", 1e-6),
+                                     both(proto_is("tcp"), ip_is(v)), "length", "Mbit/s"))
+              for v in (4, 6))),
+    Quote("round-trip latency IPv6 vs IPv4, Linux", "7-15 % lower", "sec. 4.2",
+          lambda ds: per_label((pr.upper(), change(ds, "zeadally-2004", rtt_us, proto_is(pr)))
+                               for pr in ("tcp", "udp"))),
+)
+
+
+PAPER = Paper(
+    id='zeadally-2004',
+    title="Zeadally & Raicu 2004: End-system IPv6 stacks (Linux)",
+    citation=(
+        "S. Zeadally, R. Wasseem, I. Raicu: \"Comparison of end-system IPv6 protocol "
+        "stacks\", 2004"),
+    experiments=('zeadally-2004',),
+    claims=CLAIMS,
+    figures=zeadally_figures,
+    quotes=QUOTES,
+    order=5,
+)
