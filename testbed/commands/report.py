@@ -74,6 +74,8 @@ def _db(args: argparse.Namespace) -> Path:
 
 def _ledger_line(rep: Any) -> str:
     line = "claims ledger: " + ", ".join(f"{k}: {v}" for k, v in rep.counts().items())
+    if rep.by_construction():
+        line += f" ({rep.by_construction()} of the holds by construction, not confirmation)"
     notes = sorted({s.claims_note for s in rep.sections if s.claims_note and not s.claims})
     return line + "".join(f" ({n})" for n in notes)
 

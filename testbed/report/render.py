@@ -78,6 +78,11 @@ class Report:
     def html(self) -> Path:
         return self.out / "index.html"
 
+    def by_construction(self) -> int:
+        """Claims that hold by construction (not counted as confirmation)."""
+        return sum(1 for s in self.sections for c in s.claims
+                   if c.status == "holds" and not c.confirms)
+
     def counts(self) -> dict[str, int]:
         total: Counter[str] = Counter()
         for s in self.sections:

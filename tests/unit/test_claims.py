@@ -326,19 +326,21 @@ def test_quintero_not_measured_without_the_mechanisms_or_rates() -> None:
 def go_trials(tcp: Callable[[int, int, int], float] | None = None,
               rtt: Callable[[int, int], tuple[float, float]] | None = None,
               loss: float = 0.0) -> list[TrialRow]:
-    """Gometz-like data: two repetitions; IPv4 slightly above IPv6; spread grows with size."""
+    """Gometz-like data: three repetitions (the paper's); IPv4 slightly above IPv6 (about 1 %,
+    inside a 5 % equivalence margin); spread grows with size."""
     tcp = tcp or (lambda ip, size, rep: 900e6 - (10e6 if ip == 6 else 0)
-                  + rep * (5e6 + size * (2.5e4 if ip == 6 else 2e4)))
+                  + rep * (1e6 + size * (2.5e3 if ip == 6 else 2e3)))
     # mean and max RTT (ms): rising with size; IPv6 anomalies larger; neither always lower
-    rtt = rtt or (lambda ip, size: (0.05 + size * 1e-5 + (0.001 if (ip == 6) == (size < 500)
-                                                           else 0), 0.2 if ip == 6 else 0.1))
+    rtt = rtt or (lambda ip, size: (0.05 + size * 1e-5 + (
+        (0.001 if ip == 6 else 0) if size < 1000 else (0.0005 if ip == 4 else 0)),
+        0.2 if ip == 6 else 0.1))
     out = []
-    for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), (0, 1)):
+    for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), (0, 1, 2)):
         point = {"ip": ip, "topology.rate": "gigabit"}
         out.append(row("iperf3", {"receiver_bps": tcp(ip, size, rep)},
                        {**point, "length": size}, {"protocol": "tcp"}))
         mean, worst = rtt(ip, size)
-        out.append(row("ping", {"rtt_mean_ms": mean + rep * 3e-3, "rtt_max_ms": mean + worst},
+        out.append(row("ping", {"rtt_mean_ms": mean + rep * 3e-4, "rtt_max_ms": mean + worst},
                        {**point, "frame_size": size}))
         steps = [{"offered": 1e9 * (1 - k / 10), "loss_percent": loss if k == 0 else 0.0,
                   "generator_short": False} for k in range(3)]
@@ -380,7 +382,7 @@ def test_go5_judges_the_steps_at_or_below_the_measured_throughput() -> None:
     # loss at line rate (above the measured 900 Mbit/s) is RFC 2544's start, not the paper's test
     out = CHECKS["go:5"](claims.Data(go_trials(loss=12.5)))
     assert out.status == "holds", out
-    assert "24/24 steps at or below" in out.evidence and "12/12 series lost" in out.evidence
+    assert "36/36 steps at or below" in out.evidence and "18/18 series lost" in out.evidence
     # loss at a step the throughput test had passed does not hold, and says where
     lossy = go_trials()
     for t in lossy:
@@ -473,7 +475,9 @@ def param_dir(t: TrialRow) -> Any:
 
 
 def ze_trials(tcp6: float = 92.5e6, udp6_f: float = 1.0, rtt6_f: float = 0.9,
-              tcp_rtt_f: float = 1.05, v6_cost: float = 1.2) -> list[TrialRow]:
+              tcp_rtt_f: float = 1.05, v6_cost: float | None = None) -> list[TrialRow]:
+    """Paper-like data; the stack costs are the paper's own ratios (socket +12 %, connect +50 %,
+    connections/s 450 -> 426), five repetitions each with ±1 % noise, unless `v6_cost`."""
     out = []
     for ip, size in itertools.product((4, 6), (64, 128, 512, 1408)):
         point = {"ip": ip, "topology.rate": "fastethernet"}
@@ -488,10 +492,13 @@ def ze_trials(tcp6: float = 92.5e6, udp6_f: float = 1.0, rtt6_f: float = 0.9,
                        {"protocol": "udp"}))
         out.append(row("pingpong", {"rtt_median_us": rtt * tcp_rtt_f},
                        {**point, "size": size}, {"protocol": "tcp"}))
-    for ip in (4, 6):
-        f = v6_cost if ip == 6 else 1.0
-        out.append(row("stackcost", {"tcp_socket_create_us": 3.0 * f, "tcp_connect_us": 50.0 * f,
-                                     "connections_per_s": 450 / f}, {"ip": ip}))
+    for ip, rep in itertools.product((4, 6), range(5)):
+        noise = 1 + 0.01 * (rep - 2) / 2
+        sock, conn, cps = ((1.0, 1.0, 1.0) if ip == 4 else (1.12, 1.5, 426 / 450)
+                           if v6_cost is None else (v6_cost, v6_cost, 1 / v6_cost))
+        out.append(row("stackcost", {"tcp_socket_create_us": 3.0 * sock * noise,
+                                     "tcp_connect_us": 50.0 * conn * noise,
+                                     "connections_per_s": 450 * cps / noise}, {"ip": ip}))
     return out
 
 

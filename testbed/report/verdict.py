@@ -1,0 +1,230 @@
+"""The statistics behind a verdict: a relative effect with its 95 % interval (t on the log ratio
+of two means; several cells pooled), a comparison of it against a stated tolerance (above,
+below, within by TOST), Holm-corrected p-values, a trend's slope with its interval and a sign
+test across cells. Each turns into an `Outcome` that says holds / does not hold / inconclusive
+and, when inconclusive, what would decide it."""
+
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from testbed.report.claims import Outcome, Status
+
+Expect = Literal["above", "below", "within"]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A relative effect b/a - 1 with its 95 % interval; `log_se` and `df` (log scale) let
+    several be pooled. n: the observations behind it (both sides, all cells)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    log_se: float
+    df: float
+    cells: int = 1
+
+
+def _t(df: float, q: float = 0.975) -> float:
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(q, df)) if df > 0 and math.isfinite(df) else 1.959964
+
+
+def _mean_var(v: Sequence[float]) -> tuple[float, float]:
+    m = math.fsum(v) / len(v)
+    var = math.fsum((x - m) ** 2 for x in v) / (len(v) - 1) if len(v) > 1 else 0.0
+    return m, var
+
+
+def ratio(a: Sequence[float], b: Sequence[float]) -> Effect | None:
+    """b's mean over a's, less one, with a 95 % interval from the log ratio (delta method,
+    Welch-Satterthwaite df). None when a side has fewer than 2 values or a mean is not > 0."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    if ma <= 0 or mb <= 0:
+        return None
+    ca, cb = va / (len(a) * ma * ma), vb / (len(b) * mb * mb)
+    se = math.sqrt(ca + cb)
+    den = (ca * ca / (len(a) - 1) if ca else 0.0) + (cb * cb / (len(b) - 1) if cb else 0.0)
+    df = (ca + cb) ** 2 / den if den > 0 else math.inf
+    lr, h = math.log(mb / ma), _t(df) * se
+    return Effect(mb / ma - 1, math.exp(lr - h) - 1, math.exp(lr + h) - 1, len(a) + len(b),
+                  se, df)
+
+
+def pool(effects: Sequence[Effect]) -> Effect | None:
+    """Several cells' effects as one: with 3 or more cells a t interval over the cells' log
+    ratios (the cells are the replicates: their spread includes the noise); with 1-2 cells
+    the mean of the log ratios with their own standard errors."""
+    if not effects:
+        return None
+    logs = [math.log1p(e.value) for e in effects]
+    n = sum(e.n for e in effects)
+    k = len(effects)
+    if k >= 3:
+        m, var = _mean_var(logs)
+        se_cells = math.sqrt(var / k)
+        se_within = math.sqrt(math.fsum(e.log_se ** 2 for e in effects)) / k
+        se, df = max(se_cells, se_within), float(k - 1)
+    else:
+        m = math.fsum(logs) / k
+        se = math.sqrt(math.fsum(e.log_se ** 2 for e in effects)) / k
+        df = min(e.df for e in effects)
+    h = _t(df) * se
+    return Effect(math.expm1(m), math.expm1(m - h), math.expm1(m + h), n, se, df, k)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """mean(b) - mean(a) with its 95 % Welch interval (quantities near 0, e.g. CPU points)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+
+def difference(a: Sequence[float], b: Sequence[float]) -> Difference | None:
+    """None when a side has fewer than 2 values."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    ca, cb = va / len(a), vb / len(b)
+    den = (ca * ca / (len(a) - 1) if ca else 0.0) + (cb * cb / (len(b) - 1) if cb else 0.0)
+    df = (ca + cb) ** 2 / den if den > 0 else math.inf
+    h = _t(df) * math.sqrt(ca + cb)
+    return Difference(mb - ma, mb - ma - h, mb - ma + h, len(a) + len(b))
+
+
+def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Effect | None:
+    """b over a in several cells, pooled (`pool`). A cell of one repetition a side counts as a
+    point; with fewer than 3 cells every cell needs its own interval (None otherwise)."""
+    effects: list[Effect] = []
+    for a, b in pairs:
+        if not a or not b:
+            continue
+        e = ratio(a, b)
+        if e is None:
+            ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
+            if ma <= 0 or mb <= 0:
+                continue
+            e = Effect(mb / ma - 1, mb / ma - 1, mb / ma - 1, len(a) + len(b), 0.0, math.inf)
+            if len(pairs) < 3:
+                return None
+        effects.append(e)
+    if len(effects) < 3 and any(e.log_se == 0 and e.n < 4 for e in effects):
+        return None
+    return pool(effects)
+
+
+def tost_p(e: Effect, margin: float) -> float:
+    """Two one-sided tests of |effect| < margin (on the log scale): the larger p-value."""
+    from scipy import stats as sps
+
+    if e.log_se == 0:
+        return 0.0 if abs(e.value) < margin else 1.0
+    lr = math.log1p(e.value)
+    lo, hi = math.log1p(-margin) if margin < 1 else -math.inf, math.log1p(margin)
+    df = e.df if math.isfinite(e.df) else 1e6
+    p_lo = float(sps.t.sf((lr - lo) / e.log_se, df))
+    p_hi = float(sps.t.cdf((lr - hi) / e.log_se, df))
+    return max(p_lo, p_hi)
+
+
+def pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def describe_effect(e: Effect) -> str:
+    where = f", {e.cells} cells" if e.cells > 1 else ""
+    return f"effect {pct(e.value)} (95 % interval {pct(e.low)} … {pct(e.high)}; n = {e.n}{where})"
+
+
+def judge(e: Effect | None, expect: Expect, bound: float, tolerance: str, what: str,
+          needs: str = "two or more repetitions on each side") -> Outcome:
+    """An effect against a stated tolerance. above: holds when the whole interval is above
+    `bound`, does not hold when it is below; below: the mirror; within: holds when the
+    interval lies inside ±bound (TOST at 2.5 % a side), does not hold when it lies outside.
+    Anything else (the interval straddles the tolerance, or no interval) is inconclusive."""
+    if e is None:
+        return Outcome("inconclusive", f"{what}: no interval", f"evidence short: needs {needs}",
+                       tolerance=tolerance)
+    ev = f"{what}: {describe_effect(e)}"
+    if expect == "above":
+        ok, bad = e.low > bound, e.high < bound
+        rule = f"needs the interval above {pct(bound)}"
+    elif expect == "below":
+        ok, bad = e.high < bound, e.low > bound
+        rule = f"needs the interval below {pct(bound)}"
+    else:
+        ok, bad = -bound <= e.low and e.high <= bound, e.low > bound or e.high < -bound
+        ev += f"; TOST p = {tost_p(e, bound):.3g} for ±{bound:.0%}"
+        rule = f"needs the interval inside ±{bound:.0%}"
+    status: Status = "holds" if ok else "does not hold" if bad else "inconclusive"
+    reason = "" if status != "inconclusive" else (
+        f"the interval straddles the tolerance ({rule}): more repetitions would narrow it")
+    return Outcome(status, ev, reason, e.n, e.value, (e.low, e.high), tolerance)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [0.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+@dataclass(frozen=True)
+class Slope:
+    value: float
+    low: float
+    high: float
+    r2: float
+    n: int
+
+
+def slope(xs: Sequence[float], ys: Sequence[float]) -> Slope | None:
+    """Least-squares slope with its 95 % interval (None below 3 points or with one x)."""
+    if len(xs) < 3 or len(set(xs)) < 2:
+        return None
+    from scipy import stats as sps
+
+    r = sps.linregress(xs, ys)
+    h = _t(len(xs) - 2) * float(r.stderr)
+    return Slope(float(r.slope), float(r.slope) - h, float(r.slope) + h, float(r.rvalue) ** 2,
+                 len(xs))
+
+
+def sign_test(k: int, n: int) -> tuple[float, float, float]:
+    """k of n cells go the claimed way: (share, its 95 % Clopper-Pearson interval)."""
+    from scipy import stats as sps
+
+    lo = float(sps.beta.ppf(0.025, k, n - k + 1)) if k > 0 else 0.0
+    hi = float(sps.beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0
+    return k / n, lo, hi
+
+
+def judge_share(k: int, n: int, tolerance: str, what: str, *, least: float = 0.5) -> Outcome:
+    """Most cells go the claimed way: holds when the 95 % interval of the share lies above
+    `least` (a sign test), does not hold when below; else inconclusive."""
+    if n == 0:
+        return Outcome("inconclusive", f"{what}: no cells", "evidence short: needs cells",
+                       tolerance=tolerance)
+    share, lo, hi = sign_test(k, n)
+    ev = (f"{what}: {k}/{n} cells ({share:.0%}, 95 % interval {lo:.0%} … {hi:.0%}; "
+          f"sign test against {least:.0%})")
+    status: Status = "holds" if lo > least else "does not hold" if hi < least else "inconclusive"
+    reason = "" if status != "inconclusive" else (
+        f"the share's interval straddles {least:.0%}: more cells would decide it")
+    return Outcome(status, ev, reason, n, share, (lo, hi), tolerance)
