@@ -139,8 +139,10 @@ class Data:
     cell was measured in several, the environment with the most trials is kept and the others
     are named in `notes` (which the ledger appends to the claim's evidence)."""
 
-    def __init__(self, trials: Sequence[TrialRow], runs: Sequence[Mapping[str, Any]] = ()):
+    def __init__(self, trials: Sequence[TrialRow], runs: Sequence[Mapping[str, Any]] = (),
+                 exact: bool = False):
         self.rows = [t for t in trials if t.status == "ok"]
+        self.exact = exact  # a paper's printed numbers: taken as they are, no noise to bound
         self.runs = list(runs)
         provs = {str(r.get("run_id")): r.get("provenance") or {} for r in self.runs}
         self._envs = {id(t): trial_env(t, provs.get(t.run_id, {})) for t in self.rows}
@@ -259,7 +261,7 @@ def judge(claim: Claim, paper: str, d: Data, printed: Data | None = None) -> Cla
     """One claim judged on `d` (and on the paper's printed numbers when given)."""
     o = _judge(claim, d)
     on_paper = _judge(claim, printed) if printed is not None else None
-    if on_paper is not None and on_paper.status == "not measured":
+    if on_paper is not None and on_paper.status in ("not measured", "not measurable here"):
         on_paper = None  # the paper prints nothing this claim reads
     return ClaimResult(claim.id, paper, claim.text, o.status, o.evidence, o.reason, o.n,
                        o.effect, o.interval, o.tolerance, _basis(claim), on_paper)
@@ -273,5 +275,14 @@ def evaluate(paper: str | Paper, trials: Sequence[TrialRow],
 
     p = papers.get(paper) if isinstance(paper, str) else paper
     d = Data(trials, runs)
-    printed = Data(p.printed()) if p.printed is not None else None
+    printed = Data(p.printed(), exact=True) if p.printed is not None else None
     return [judge(c, p.id, d, printed) for c in p.claims]
+
+
+def printed_trial(paper: str, kind: str, point: dict[str, Any], metrics: dict[str, float],
+                  result: dict[str, Any] | None = None) -> TrialRow:
+    """One number a paper prints, as a trial of `kind` (run "paper"), for judging its claims on
+    its own data."""
+    key = f"{paper}/{kind}/" + ",".join(f"{k}={v}" for k, v in sorted(point.items()))
+    return TrialRow(key, "paper", paper, "printed", kind, kind, dict(point), key, 0, 0.0, 0.0,
+                    "ok", None, dict(metrics), {"params": {}, **(result or {})}, None, [])

@@ -43,10 +43,11 @@ def _mean_var(v: Sequence[float]) -> tuple[float, float]:
     return m, var
 
 
-def ratio(a: Sequence[float], b: Sequence[float]) -> Effect | None:
+def ratio(a: Sequence[float], b: Sequence[float], exact: bool = False) -> Effect | None:
     """b's mean over a's, less one, with a 95 % interval from the log ratio (delta method,
-    Welch-Satterthwaite df). None when a side has fewer than 2 values or a mean is not > 0."""
-    if len(a) < 2 or len(b) < 2:
+    Welch-Satterthwaite df). None when a side has fewer than 2 values (unless `exact`: numbers
+    as a paper prints them, taken as they are) or a mean is not > 0."""
+    if (len(a) < 2 or len(b) < 2) and not (exact and a and b):
         return None
     (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
     if ma <= 0 or mb <= 0:

@@ -146,7 +146,7 @@ def gm_trials(thr: Callable[[float, int, int], float] | None = None,
 
 
 @pytest.mark.parametrize("cid", [f"gm:{i}" for i in range(1, 10)])
-def test_gamess_claims_hold_on_the_papers_numbers(cid: str) -> None:
+def test_gamess_claims_hold_on_the_models_numbers(cid: str) -> None:
     assert status(cid, gm_trials()) == "holds", CHECKS[cid](claims.Data(gm_trials()))
 
 

@@ -3,11 +3,13 @@ load, stress tests), the numbers its text and Tables 7-8 print, and its claims (
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import Any
 
 from testbed.papers import Paper
 from testbed.papers.dobrinov_2016.claims import CLAIMS
+from testbed.report.claims import printed_trial
 from testbed.report.data import Dataset, Stat, Value, metric, params_of
 from testbed.report.figures import (
     Figure,
@@ -26,6 +28,7 @@ from testbed.report.tables import (
     is_rate,
     mean_text,
 )
+from testbed.results import TrialRow
 
 
 def _share_pct(s: Stat) -> float:
@@ -219,6 +222,23 @@ QUOTES: tuple[Quote, ...] = (
 )
 
 
+TABLE_7 = {"links": (67.5, 67.8, 66.9, 67.5, 66.8),  # software reset (s), Table 7
+           "namespace": (66.3, 67.2, 67.4, 66.5, 67.0)}  # hardware reset (s)
+
+
+def printed() -> list[TrialRow]:
+    """Table 7's reset times (kind reset; the paper's software reset as "links", hardware as
+    "namespace") and sec. 4.1's inter-packet delays for 1518-byte frames (kind receiver). The
+    paper prints its traffic and CPU as figures only: no trials are made up for them."""
+    out = [printed_trial("dobrinov-2016", "reset", {"method": m}, {
+        "outage_mean_ms": 1000 * statistics.fmean(v)}, {"outages_ms": [1000 * x for x in v]})
+        for m, v in TABLE_7.items()]
+    out += [printed_trial("dobrinov-2016", "receiver", {
+        "ip": ip, "rate": rate, "frame_size": 1518}, {"ipd_mean_us": us}) for ip in (4, 6)
+            for rate, us in (("10mbit", 1200.0), ("95mbit", 120.0))]
+    return out
+
+
 PAPER = Paper(
     id='dobrinov-2016',
     title="Dobrinov et al. 2016: Router performance with IPv4/IPv6 traffic",
@@ -230,5 +250,6 @@ PAPER = Paper(
     claims=CLAIMS,
     figures=dobrinov_figures,
     quotes=QUOTES,
+    printed=printed,
     order=4,
 )

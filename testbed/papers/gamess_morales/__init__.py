@@ -9,6 +9,7 @@ from typing import Any, Final
 from testbed import models
 from testbed.papers import Paper
 from testbed.papers.gamess_morales.claims import CLAIMS
+from testbed.report.claims import printed_trial
 from testbed.report.data import Dataset, Stat, group, metric, params_of
 from testbed.report.figures import (
     Figure,
@@ -20,6 +21,9 @@ from testbed.report.figures import (
 )
 from testbed.report.figures import rate_bps as rate_of
 from testbed.report.tables import Cell, PaperTable, index_by
+from testbed.results import TrialRow
+
+PAPER_ID = "gamess-morales"
 
 # --- Gamess & Morales, Tables I-II: payload -> ((Exp, Max) Ethernet, FastEthernet, Gigabit) -----
 # Mbit/s of IP payload, as printed.
@@ -209,8 +213,27 @@ def gamess_tables(ds: Dataset, experiment: str = "gamess-morales") -> list[Paper
     return out
 
 
+def printed() -> list[TrialRow]:
+    """Tables I-VI as trials: the measured (Exp) throughput of every printed cell (Tables I-II,
+    kind rfc2544) and the measured OWD of every printed cell (Tables III-VI, kind pingpong)."""
+    out = []
+    for _name, ip, table in THROUGHPUT_TABLES:
+        for n, row in table.items():
+            for rname, (exp, _max) in zip(RATE_NAMES, row, strict=True):
+                out.append(printed_trial(PAPER_ID, "rfc2544", {
+                    "ip": ip, "ip_payload": n, "topology.rate": rname},
+                    {"throughput_bps": exp * 1e6}))
+    for _name, ip, rname, otable in OWD_TABLES:
+        for n, (measured, _model) in otable.items():
+            for routers, us in enumerate(measured):
+                out.append(printed_trial(PAPER_ID, "pingpong", {
+                    "ip": ip, "ip_payload": n, "topology.rate": rname,
+                    "topology.routers": routers}, {"owd_median_us": float(us)}))
+    return out
+
+
 PAPER = Paper(
-    id='gamess-morales',
+    id=PAPER_ID,
     title="Gamess & Morales: Modeling IPv4 and IPv6 performance in Ethernet networks",
     citation=(
         "E. Gamess, N. Morales: \"Modeling IPv4 and IPv6 Performance in Ethernet Networks\""),
@@ -218,5 +241,6 @@ PAPER = Paper(
     claims=CLAIMS,
     figures=gamess_figures,
     tables=gamess_tables,
+    printed=printed,
     order=1,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from testbed import models
@@ -25,6 +26,7 @@ from testbed.report.claims import (
     size_of,
     verdict,
 )
+from testbed.report.verdict import judge_share
 
 
 def _gm_throughput(d: Data, *, exclude_limited: bool = True) -> dict[tuple[Any, ...], float]:
@@ -47,6 +49,16 @@ def _gm_owd(d: Data) -> dict[tuple[Any, ...], float]:
                               int(param(r, "ip")), size_of(r)))
 
 
+GM1_TOLERANCE = ("IPv4 better in most equal-payload cells: the 95 % interval of the share above "
+                 "50 % (sign test); the paper's own Tables I-VI: 18/18 throughput and 58/60 OWD "
+                 "cells, so not 'every' cell")
+GM6_SHARE = 0.90
+GM6_TOLERANCE = ("within 10 % (or 10 µs) of eq. (10) in at least 90 % of the cells; the paper's "
+                 "own Tables III-VI: 138/144 cells (96 %) with π fitted, 31 µs")
+GM8_TOLERANCE = ("IPv6 OWD above IPv4 in most equal-payload cells: the 95 % interval of the share "
+                 "above 50 % (sign test); the paper's own Tables III-VI: 58/60 cells")
+
+
 def gm_1(d: Data) -> Outcome:
     thr, owd = _gm_throughput(d), _gm_owd(d)
     t_cells = [(k, thr[k], thr[(k[0], 6, k[2])]) for k in thr
@@ -63,7 +75,10 @@ def gm_1(d: Data) -> Outcome:
     if o_cells:
         med = statistics.median(b - a for _, a, b in o_cells)
         ev += f"; median OWD gap IPv6 − IPv4 {med:+.1f} µs"
-    return verdict(t_ok == len(t_cells) and o_ok == len(o_cells), ev, d.serialization_reason())
+    o = judge_share(t_ok + o_ok, len(t_cells) + len(o_cells), GM1_TOLERANCE,
+                    "IPv4 better (throughput and OWD)")
+    return replace(o, evidence=f"{ev}; {o.evidence}",
+                   reason=o.reason or ("" if o.status == "holds" else d.serialization_reason()))
 
 
 def _sawtooth(d: Data, ip: int, rate: float, knee: int, second: int | None,
@@ -204,7 +219,8 @@ def gm_6(d: Data) -> Outcome:
           f"eq. (10) in {frac(close, len(cells))} cells, less the probe's loopback cost; worst "
           f"IPv{worst[3]} {worst[4]} B, {worst[2]} routers at {rate_name(worst[1])}: "
           f"{worst[5]:.0f} µs vs model {worst[6]:.0f} µs")
-    return verdict(close == len(cells) and pi >= 0, ev, d.serialization_reason())
+    o = verdict(close >= GM6_SHARE * len(cells) and pi >= 0, ev, d.serialization_reason())
+    return replace(o, n=len(cells), effect=close / len(cells), tolerance=GM6_TOLERANCE)
 
 
 def gm_7(d: Data) -> Outcome:
@@ -245,9 +261,9 @@ def gm_8(d: Data) -> Outcome:
         return not_measured("IPv4 and IPv6 OWD at equal payloads")
     above = sum(b > a for a, b in cells)
     med = statistics.median(b - a for a, b in cells)
-    return verdict(above == len(cells),
-                    f"IPv6 OWD above IPv4 in {frac(above, len(cells))} cells; median gap "
-                    f"{med:+.1f} µs", d.serialization_reason())
+    o = judge_share(above, len(cells), GM8_TOLERANCE, "IPv6 OWD above IPv4")
+    return replace(o, evidence=f"{o.evidence}; median gap {med:+.1f} µs",
+                   reason=o.reason or ("" if o.status == "holds" else d.serialization_reason()))
 
 
 def gm_9(d: Data) -> Outcome:
