@@ -105,9 +105,11 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference | None:
     return Difference(mb - ma, mb - ma - h, mb - ma + h, len(a) + len(b))
 
 
-def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Effect | None:
+def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], exact: bool = False
+                ) -> Effect | None:
     """b over a in several cells, pooled (`pool`). A cell of one repetition a side counts as a
-    point; with fewer than 3 cells every cell needs its own interval (None otherwise)."""
+    point; with fewer than 3 cells every cell needs its own interval (None otherwise), unless
+    `exact` (a paper's printed numbers)."""
     effects: list[Effect] = []
     for a, b in pairs:
         if not a or not b:
@@ -118,10 +120,10 @@ def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> Eff
             if ma <= 0 or mb <= 0:
                 continue
             e = Effect(mb / ma - 1, mb / ma - 1, mb / ma - 1, len(a) + len(b), 0.0, math.inf)
-            if len(pairs) < 3:
+            if len(pairs) < 3 and not exact:
                 return None
         effects.append(e)
-    if len(effects) < 3 and any(e.log_se == 0 and e.n < 4 for e in effects):
+    if len(effects) < 3 and not exact and any(e.log_se == 0 and e.n < 4 for e in effects):
         return None
     return pool(effects)
 
