@@ -37,8 +37,11 @@ def register(sub: Any) -> None:
                      help="a run id (testbed results list); repeatable")
     rep.add_argument("--experiment", action="append", default=[], metavar="NAME",
                      help="every run of this experiment; repeatable")
-    rep.add_argument("--out", type=Path, required=True, metavar="DIR",
-                     help="folder for index.html and the figures (PNG, SVG)")
+    rep.add_argument("--out", type=Path, default=None, metavar="DIR",
+                     help="folder for index.html, ledger.json and the figures (PNG, SVG)")
+    rep.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("A", "B"),
+                     help="list the claims whose verdicts differ between two ledgers (report "
+                     "folders or ledger.json files); exit 0 when none differ, 1 when some do")
     rep.set_defaults(func=cmd_report)
 
     rp = sub.add_parser(
@@ -80,8 +83,24 @@ def _ledger_line(rep: Any) -> str:
     return line + "".join(f" ({n})" for n in notes)
 
 
+def cmd_compare(a: Path, b: Path) -> int:
+    """Print the claims whose verdicts differ between two ledgers: 0 if none, 1 if some."""
+    from testbed.report import ledger
+
+    diffs = ledger.differences(ledger.read(a), ledger.read(b))
+    for cid, va, vb in diffs:
+        print(f"{cid}: {va} -> {vb}")
+    print(f"{len(diffs)} claim(s) differ between {a} and {b}", file=sys.stderr)
+    return 1 if diffs else 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from testbed.report.render import write_report
+
+    if args.compare is not None:
+        return cmd_compare(*args.compare)
+    if args.out is None:
+        raise UsageError("testbed report needs --out DIR (or --compare A B)")
 
     rep = write_report(_db(args), args.out, args.run, args.experiment)
     nfig = sum(len(s.figures) for s in rep.sections)

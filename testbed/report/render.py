@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import papers, results
+from testbed.report import ledger
 from testbed.report.claims import STATUSES, ClaimResult, evaluate
 from testbed.report.data import Dataset, load, run_clock, run_tier
 from testbed.report.figures import Figure, draw
@@ -201,9 +202,11 @@ def render(report: Report) -> Path:
 
 def write_report(db: Path, out: Path, run_ids: Sequence[str] = (),
                  experiments: Sequence[str] = ()) -> Report:
-    """Load the selection from `db`, draw and tabulate it, and write `out`/index.html."""
+    """Load the selection from `db`, draw and tabulate it, and write `out`/index.html and
+    `out`/ledger.json."""
     ds = load(db, run_ids, experiments)
     out.mkdir(parents=True, exist_ok=True)
     report = build(ds, out)
     render(report)
+    ledger.write(report)
     return report

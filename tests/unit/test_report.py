@@ -3,6 +3,7 @@ paper-vs-emulator tables, quoted numbers, the ledger, provenance and failed tria
 
 from __future__ import annotations
 
+import json
 from contextlib import closing
 from html.parser import HTMLParser
 from pathlib import Path
@@ -330,6 +331,22 @@ def test_report_command(tmp_path: Path, fake_claims: Any, capsys: pytest.Capture
     assert str(tmp_path / "rep" / "index.html") in err
     assert "holds: 1" in err and "not measurable here: 1" in err
     assert (tmp_path / "rep" / "gm-throughput-ethernet.svg").exists()
+    doc = json.loads((tmp_path / "rep" / "ledger.json").read_text())
+    first = doc["claims"][0]
+    assert (first["id"], first["verdict"], first["n"], first["interval"]) == (
+        "ga:1", "holds", 4, [0.01, 0.03])
+    assert first["tolerance"] == "> 0 (the paper's sec. 4)"
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "tolerance (source)" in html and "on the paper's data" in html
+    # the same ledger twice: nothing differs (exit 0); one verdict changed: listed (exit 1)
+    assert main(["report", "--compare", str(tmp_path / "rep"),
+                 str(tmp_path / "rep" / "ledger.json")]) == 0
+    doc["claims"][0]["verdict"] = "inconclusive"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["report", "--compare", str(tmp_path / "rep"), str(tmp_path / "b.json")]) == 1
+    assert capsys.readouterr().out == "ga:1: holds -> inconclusive\n"
+    assert main(["report", "--compare", str(tmp_path / "rep"), str(tmp_path / "none")]) == 2
 
 
 def test_build_uses_only_the_selection(tmp_path: Path, fake_claims: Any) -> None:
