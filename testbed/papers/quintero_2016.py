@@ -138,7 +138,7 @@ def qu_4(d: Data) -> Outcome:
              if k[0] == JOOL and (TAYGA, *k[1:]) in vals]
     if not pairs:
         return not_measured("OWD through both NAT64 translators (TAYGA and Jool)")
-    e = cells_ratio(pairs)
+    e = cells_ratio(pairs, exact=d.exact_rows(rows))
     o = judge(e, "below", 0.0, QU4_TOLERANCE, "Jool vs TAYGA OWD up to 1750 B",
               needs="three or more cells, or two or more repetitions per cell")
     if o.status == "holds" and e is not None and e.low < -0.20:

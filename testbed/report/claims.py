@@ -152,6 +152,12 @@ class Data:
         """Where a trial was measured (tier, clock, shaper)."""
         return self._envs.get(id(row)) or trial_env(row, {})
 
+    def exact_rows(self, rows: Iterable[TrialRow]) -> bool:
+        """Numbers to take as they are: a paper's printed ones, or trials all measured on the
+        virtual clock (the same numbers on every run, docs/vm.md: no noise to bound)."""
+        rows = list(rows)
+        return self.exact or (bool(rows) and all(self.env(r).clock == "virtual" for r in rows))
+
     def select(self, kind: str, **where: Any) -> list[TrialRow]:
         out = []
         for r in self.rows:

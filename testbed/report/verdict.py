@@ -128,6 +128,18 @@ def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], exact:
     return pool(effects)
 
 
+def shrinks(a: Effect | None, b: Effect | None) -> Effect | None:
+    """How b's effect compares with a's: (1 + b) / (1 + a) - 1 with the interval of the
+    difference of their log ratios (None without both intervals)."""
+    if a is None or b is None:
+        return None
+    lr = math.log1p(b.value) - math.log1p(a.value)
+    se = math.sqrt(a.log_se ** 2 + b.log_se ** 2)
+    df = min(a.df, b.df)
+    h = _t(df) * se
+    return Effect(math.expm1(lr), math.expm1(lr - h), math.expm1(lr + h), a.n + b.n, se, df, 2)
+
+
 def tost_p(e: Effect, margin: float) -> float:
     """Two one-sided tests of |effect| < margin (on the log scale): the larger p-value."""
     from scipy import stats as sps
@@ -231,3 +243,36 @@ def judge_share(k: int, n: int, tolerance: str, what: str, *, least: float = 0.5
     reason = "" if status != "inconclusive" else (
         f"the share's interval straddles {least:.0%}: more cells would decide it")
     return Outcome(status, ev, reason, n, share, (lo, hi), tolerance)
+
+
+def judge_all(cells: Sequence[tuple[str, Effect | None]], expect: Expect, bound: float,
+              tolerance: str, what: str, needs: str = "two or more repetitions per cell"
+              ) -> Outcome:
+    """A claim about every cell: holds when every cell's interval holds (`judge`), does not
+    hold when some cell's interval is wholly on the wrong side; else inconclusive. n, effect
+    and interval are the worst cell's (farthest from the claimed side)."""
+    if not cells:
+        return Outcome("inconclusive", f"{what}: no cells", "evidence short: needs cells",
+                       tolerance=tolerance)
+    verdicts = [(label, e, judge(e, expect, bound, tolerance, label, needs))
+                for label, e in cells]
+    statuses = {o.status for _, _, o in verdicts}
+    status: Status = ("does not hold" if "does not hold" in statuses else "holds"
+                      if statuses == {"holds"} else "inconclusive")
+
+    def badness(e: Effect | None) -> float:
+        if e is None:
+            return math.inf
+        return {"above": -e.low, "below": e.high}.get(expect, max(abs(e.low), abs(e.high)))
+
+    _, worst, _ = max(verdicts, key=lambda v: badness(v[1]))
+    ev = f"{what}: " + "; ".join(
+        f"{label} {pct(e.value)} ({pct(e.low)} … {pct(e.high)})" if e else f"{label} no interval"
+        for label, e, _ in verdicts)
+    short = [label for label, e, _ in verdicts if e is None]
+    reason = "" if status != "inconclusive" else (
+        f"evidence short at {', '.join(short)}: needs {needs}" if short else
+        "an interval straddles the tolerance: more repetitions would narrow it")
+    return Outcome(status, ev, reason, sum(e.n for _, e, _ in verdicts if e),
+                   worst.value if worst else None,
+                   (worst.low, worst.high) if worst else None, tolerance)

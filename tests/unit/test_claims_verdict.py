@@ -96,3 +96,22 @@ def test_by_construction_is_labelled_and_not_confirmation() -> None:
     assert all(gm[c].basis.startswith("by construction") for c in ("gm:2", "gm:3", "gm:9"))
     held = claims.ClaimResult("x:1", "x", "t", "holds", "", basis="by construction: framing")
     assert not held.confirms
+
+
+def test_virtual_clock_numbers_are_taken_as_they_are() -> None:
+    # the virtual clock gives the same numbers on every run (docs/vm.md): one repetition a cell
+    # is enough; on the real clock two cells of one repetition are not
+    def rtt(clock: dict[str, Any] | None) -> list[TrialRow]:
+        out = []
+        for ip, size, proto in itertools.product((4, 6), (64,), ("udp", "tcp")):
+            t = row("pingpong", {"rtt_median_us": 60.0 * (0.9 if ip == 6 else 1.0)},
+                    {"ip": ip, "size": size}, clock=clock)
+            t.result["params"] = {"protocol": proto}
+            out.append(t)
+        return out
+
+    virtual = rtt({"clock": "virtual", "in_vm": True})
+    assert claims.Data(virtual).exact_rows(virtual)
+    assert check("ze:5", virtual).status == "holds"
+    out = check("ze:5", rtt(None))
+    assert out.status == "inconclusive" and "evidence short" in out.reason

@@ -41,14 +41,17 @@ GO1_TOLERANCE = (f"equivalent within ±{GO1_MARGIN:.0%} per frame size (TOST, Ho
                  "the sizes; ours: the paper names no margin), IPv4's pooled advantage above 0")
 
 
-def _go1_cells(d: Data) -> list[tuple[str, int, list[float], list[float]]]:
+def _go1_cells(d: Data) -> list[tuple[str, int, list[float], list[float], bool]]:
     """(series, size, values of the worse-if-higher side, of the other): throughput with IPv6
     first (IPv4 better when higher), ping RTT with IPv4 first (IPv4 better when IPv6's is)."""
     label, thr = _go_series(d)
     lat = d.cells(d.select("ping"), "rtt_mean_ms", lambda r: (int(param(r, "ip")), size_of(r)))
-    out = [(f"{label} throughput", s, thr[(6, s)], thr[(4, s)]) for ip, s in sorted(thr)
-           if ip == 4 and (6, s) in thr]
-    return out + [("ping RTT", s, lat[(4, s)], lat[(6, s)]) for ip, s in sorted(lat)
+    tcp = [r for r in d.select("iperf3") if param(r, "protocol") == "tcp"]
+    exact_thr = d.exact_rows(tcp or d.select("rfc2544"))
+    exact_lat = d.exact_rows(d.select("ping"))
+    out = [(f"{label} throughput", s, thr[(6, s)], thr[(4, s)], exact_thr)
+           for ip, s in sorted(thr) if ip == 4 and (6, s) in thr]
+    return out + [("ping RTT", s, lat[(4, s)], lat[(6, s)], exact_lat) for ip, s in sorted(lat)
                   if ip == 4 and (6, s) in lat]
 
 
@@ -58,14 +61,15 @@ def go_1(d: Data) -> Outcome:
     cells = _go1_cells(d)
     if not cells:
         return not_measured("IPv4 and IPv6 throughput or latency at equal frame sizes")
-    effects = [ratio(a, b) for _, _, a, b in cells]
-    short = [f"{what} {s} B" for (what, s, _, _), e in zip(cells, effects, strict=True)
+    effects = [ratio(a, b, exact=exact) for _, _, a, b, exact in cells]
+    short = [f"{what} {s} B" for (what, s, *_), e in zip(cells, effects, strict=True)
              if e is None]
     known = [e for e in effects if e is not None]
     adj = holm([tost_p(e, GO1_MARGIN) for e in known])
     outside = [e for e in known if e.low > GO1_MARGIN or e.high < -GO1_MARGIN]
     equivalent = not short and all(p < 0.05 for p in adj)
-    adv = cells_ratio([(a, b) for _, _, a, b in cells])
+    adv = cells_ratio([(a, b) for _, _, a, b, _ in cells],
+                      exact=all(exact for *_, exact in cells))
     ev = (f"{len(cells)} cells; equivalent within ±{GO1_MARGIN:.0%} (Holm-corrected TOST p < "
           f"0.05) in {sum(p < 0.05 for p in adj)}/{len(cells)}"
           + (f"; no interval (one repetition) at {', '.join(short)}" if short else "")
@@ -141,7 +145,7 @@ def go_4(d: Data) -> Outcome:
     anom = {ip: [w - m for s in common for w, m in zip(worst.get((ip, s), []),
                                                        mean.get((ip, s), []), strict=False)]
             for ip in (4, 6)}
-    e = ratio(anom[4], anom[6]) if common else None
+    e = ratio(anom[4], anom[6], exact=d.exact_rows(rows)) if common else None
     verdicts.append(None if e is None else True if e.low > 0 else False if e.high < 0 else None)
     parts.append("IPv6 anomalies (max − mean) vs IPv4: " + ("-" if e is None
                                                               else describe_effect(e)))
