@@ -105,6 +105,27 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference | None:
     return Difference(mb - ma, mb - ma - h, mb - ma + h, len(a) + len(b))
 
 
+def mean_ci(values: Sequence[float], exact: bool = False) -> Difference | None:
+    """A mean with its 95 % t interval (None below 2 values unless `exact`)."""
+    if not values or (len(values) < 2 and not exact):
+        return None
+    m, var = _mean_var(values)
+    h = _t(len(values) - 1) * math.sqrt(var / len(values)) if len(values) > 1 else 0.0
+    return Difference(m, m - h, m + h, len(values))
+
+
+def side(ci: Difference | None, low: float, high: float) -> Status:
+    """holds when the interval lies inside [low, high], does not hold when wholly outside it,
+    inconclusive when it straddles an edge or is missing."""
+    if ci is None:
+        return "inconclusive"
+    if low <= ci.low and ci.high <= high:
+        return "holds"
+    if ci.high < low or ci.low > high:
+        return "does not hold"
+    return "inconclusive"
+
+
 def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], exact: bool = False
                 ) -> Effect | None:
     """b over a in several cells, pooled (`pool`). A cell of one repetition a side counts as a

@@ -85,6 +85,26 @@ def qu_nat64(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
     return out
 
 
+def qu_native(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
+    """OWD (UDP, TCP) and UDP throughput of native IPv4, native IPv6 and 6to4 in 12 cells,
+    two repetitions: IPv6 2 % behind IPv4 (20 more header bytes), or level with it."""
+    out = []
+    gap = 0.02 if effect else 0.0
+    for rate, size in itertools.product(("10mbit", "100mbit"), (100, 500, 1000, 1400)):
+        for mech, f in (("native4", 1.0), ("native6", 1.0 + gap), ("6to4", 1.1)):
+            ip = 4 if mech == "native4" else 6
+            for proto in ("udp", "tcp"):
+                for v in _noisy(rng, 200.0 * f, 0.01, 2):
+                    out.append(row("pingpong", {"owd_median_us": v}, {
+                        "topology": mech, "topology.rate": rate, "size": size},
+                        {"ip": ip, "protocol": proto}))
+            for v in _noisy(rng, 9e6 / f, 0.01, 2):
+                out.append(row("iperf3", {"receiver_bps": v}, {
+                    "topology": mech, "topology.rate": rate, "length": size},
+                    {"ip": ip, "protocol": "udp"}))
+    return out
+
+
 def go_perf(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
     """iperf TCP throughput and ping RTT per frame size, three repetitions (the paper's):
     IPv4 about 1 % better (or no difference); latency rising with size, IPv6 anomalies twice
@@ -148,8 +168,8 @@ def do_srh(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
 
 GENERATORS: dict[str, Gen] = {
     "gm:1": gamess, "gm:8": gamess, "ze:5": ze_rtt, "ze:6": ze_stack, "ze:7": ze_stack,
-    "ze:8": ze_stack, "qu:4": qu_nat64, "go:1": go_equal, "go:4": go_perf, "do:10": do_icmp,
-    "do:16": do_srh,
+    "ze:8": ze_stack, "qu:1": qu_native, "qu:4": qu_nat64, "go:1": go_equal, "go:4": go_perf,
+    "do:10": do_icmp, "do:16": do_srh,
 }
 
 
