@@ -166,10 +166,25 @@ def do_srh(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
     return out
 
 
+def do_onset(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
+    """A load sweep (50-100 % of the link, steps of 5 %) of pure IPv4 and pure IPv6 at two frame
+    sizes, two repetitions: loss starts at 90 % for IPv4 and 80 % for IPv6 (the paper's earlier
+    onset), or at 90 % for both; 0.05 % of noise on the loss."""
+    out = []
+    for ratio, size, load in itertools.product(("100/0", "0/100"), (128, 1518),
+                                               [0.5 + 0.05 * i for i in range(11)]):
+        onset = 0.8 if effect and ratio == "0/100" else 0.9
+        for _ in range(2):
+            loss = max(0.0, (load - onset) / load * 100) + abs(0.05 * rng.standard_normal())
+            out.append(row("load", {"loss_percent": loss}, {
+                "ratio": ratio, "frame_size": size, "load": round(load, 2)}))
+    return out
+
+
 GENERATORS: dict[str, Gen] = {
     "gm:1": gamess, "gm:8": gamess, "ze:5": ze_rtt, "ze:6": ze_stack, "ze:7": ze_stack,
     "ze:8": ze_stack, "qu:1": qu_native, "qu:4": qu_nat64, "go:1": go_equal, "go:4": go_perf,
-    "do:10": do_icmp, "do:16": do_srh,
+    "do:6": do_onset, "do:10": do_icmp, "do:16": do_srh,
 }
 
 

@@ -12,8 +12,7 @@ from tests.unit import nulldata
 
 def test_every_effect_claim_has_a_generator_or_is_listed() -> None:
     effect = {c.id for p in papers.all_papers() for c in p.claims if c.effect}
-    missing = effect - set(nulldata.GENERATORS)
-    assert missing <= {"do:6"}, missing  # do:6 (loss onset over a load sweep): not yet
+    assert effect == set(nulldata.GENERATORS)
 
 
 @pytest.mark.parametrize("cid", sorted(nulldata.GENERATORS))
