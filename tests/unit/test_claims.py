@@ -349,7 +349,7 @@ def go_trials(tcp: Callable[[int, int, int], float] | None = None,
     return out
 
 
-@pytest.mark.parametrize("cid", ["go:1", "go:2", "go:3", "go:4", "go:5"])
+@pytest.mark.parametrize("cid", ["go:1", "go:3", "go:4", "go:5"])
 def test_gometz_claims_hold_on_paper_like_data(cid: str) -> None:
     assert status(cid, go_trials()) == "holds", CHECKS[cid](claims.Data(go_trials()))
 
@@ -360,9 +360,26 @@ def test_go1_go3_do_not_hold_when_ipv6_is_far_ahead() -> None:
     assert status("go:3", bad) == "does not hold"
 
 
-def test_go2_does_not_hold_with_even_spread_and_needs_repetitions() -> None:
+def test_go2_spread_grows_with_enough_repetitions() -> None:
+    # the spread rises with frame size and IPv6's is 1.8 times IPv4's (the paper's 90 vs
+    # 51 Mbit/s): with the paper's three repetitions that is not shown (inconclusive); with
+    # twenty it is
+    def spread(reps: int) -> list[TrialRow]:
+        return [row("iperf3", {"receiver_bps": 900e6 + (rep - reps / 2) * size * (
+                    3.6e3 if ip == 6 else 2e3)}, {"ip": ip, "length": size}, {"protocol": "tcp"})
+                for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), range(reps))]
+
+    assert status("go:2", spread(3)) == "inconclusive"
+    assert status("go:2", spread(20)) == "holds"
+    shrinking = [row("iperf3", {"receiver_bps": 900e6 + (rep - 5) * 3e6 / size},
+                     {"ip": ip, "length": size}, {"protocol": "tcp"})
+                 for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), range(10))]
+    assert status("go:2", shrinking) == "does not hold"
+
+
+def test_go2_needs_repetitions() -> None:
     even = go_trials(tcp=lambda ip, size, rep: 900e6 + rep * 1e6)
-    assert status("go:2", even) == "does not hold"
+    assert status("go:2", even) != "holds"
     one_rep = [t for t in go_trials() if t.kind != "iperf3" or t.metrics["receiver_bps"] < 9e8
                or True]
     single = [t for i, t in enumerate(one_rep) if t.kind != "iperf3" or i % 2 == 0]
