@@ -212,7 +212,9 @@ def go_5(d: Data) -> Outcome:
     series: list[tuple[TrialRow, list[dict[str, Any]]]] = []
     for row in d.select("rfc2544"):
         steps = row.result.get("frame_loss")
-        if isinstance(steps, list) and steps and "throughput_bps" in row.metrics:
+        steps = [p for p in steps if isinstance(p, dict) and "offered" in p
+                 and "loss_percent" in p] if isinstance(steps, list) else []
+        if steps and "throughput_bps" in row.metrics:  # (results before `offered`: not read)
             series.append((row, steps))
     if not series:
         return not_measured("an RFC 2544 throughput and frame loss test (rfc2544 with "
