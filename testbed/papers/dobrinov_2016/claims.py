@@ -1,4 +1,5 @@
-"""The claims of Dobrinov et al. 2016 (do:1-do:16): one check per claim, and their declarations."""
+"""The claims of Dobrinov et al. 2016 (do:1-do:16): the mixed-traffic checks (do:1-do:9; the
+stress ones are in stress.py) and every claim's declaration."""
 # ruff: noqa: RUF001, RUF003  (claims and evidence keep the papers' minus, times and approx signs)
 
 from __future__ import annotations
@@ -12,34 +13,31 @@ from dataclasses import replace
 from typing import Any
 
 from testbed.papers import Claim
+from testbed.papers.dobrinov_2016.stress import (
+    DO10_TOLERANCE,
+    DO16_TOLERANCE,
+    do_10,
+    do_11,
+    do_12,
+    do_13,
+    do_14,
+    do_15,
+    do_16,
+    v6_share,
+)
 from testbed.report.claims import (
     CLOSE,
     GENERATOR,
     LINUX_ROUTER,
     Data,
     Outcome,
-    Status,
-    linfit,
     mbps,
     not_measured,
     param,
     size_of,
     verdict,
 )
-from testbed.report.verdict import cells_ratio, difference, judge
 from testbed.results import TrialRow
-
-
-def _v6_share(row: TrialRow) -> float | None:
-    ratio = param(row, "ratio")
-    if ratio:
-        try:
-            a, b = (float(x) for x in str(ratio).split("/"))
-        except ValueError:
-            return None
-        return b / (a + b) if a + b else None
-    ip = param(row, "ip")
-    return 1.0 if ip == 6 else 0.0 if ip == 4 else None
 
 
 def _cpu(row: TrialRow) -> float | None:
@@ -58,20 +56,20 @@ def _do_mixed(d: Data, direction: str = "forward"
             and (param(r, "direction") or "forward") == direction]
     if best and not any(r.metrics.get("generator_limited") for r in best):
         def mkey(r: TrialRow) -> tuple[Any, ...]:
-            return (size_of(r), _v6_share(r))
+            return (size_of(r), v6_share(r))
 
         return (d.means(best, "max_received_bps", mkey), d.means(best, "router_cpu_pct", mkey))
     rows = [r for r in d.select("iperf3") if param(r, "protocol") == "udp"
             and (param(r, "direction") or "forward") == direction and param(r, "ratio")]
     def key(r: TrialRow) -> tuple[Any, ...]:
-        return (size_of(r), _v6_share(r))
+        return (size_of(r), v6_share(r))
 
     traffic = d.means(rows, "receiver_bps", key)
     cpu: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     for r in rows:
         c = _cpu(r)
         if c is not None:
-            cpu[(size_of(r), _v6_share(r))].append(c)
+            cpu[(size_of(r), v6_share(r))].append(c)
     return traffic, {k: statistics.fmean(v) for k, v in cpu.items()}
 
 
@@ -313,229 +311,6 @@ def do_8(d: Data) -> Outcome:
                     "restarting a namespace's links and rebuilding the namespace take "
                     "different kernel paths (link-state events vs new devices); the paper's "
                     "two resets both rebooted the same IOS")
-
-
-DO10_BOUND = -0.165
-DO10_TOLERANCE = ("ICMPv6/ICMPv4 CPU − 1 below −16.5 % (half the paper's −33 %, sec. 4.3, "
-                  "Fig. 12)")
-
-
-def do_10(d: Data) -> Outcome:
-    rows = d.select("icmpload")
-    cpu = d.means(rows, "router_cpu_pct", lambda r: (int(param(r, "ip")),
-                                                    float(param(r, "pps")), size_of(r)))
-    if len({k[0] for k in cpu}) < 2:
-        return not_measured("ICMPv4 and ICMPv6 echo load on the router with its CPU "
-                             "(kind icmpload)")
-    ok, parts = True, []
-    for ip in (4, 6):
-        mine = {k[1:]: v for k, v in cpu.items() if k[0] == ip}
-        rates = sorted({k[0] for k in mine})
-        sizes = sorted({k[1] for k in mine if k[1] is not None})
-        if len(rates) >= 2 and (rates[-1], sizes[-1]) in mine and (rates[0], sizes[-1]) in mine:
-            up = mine[(rates[-1], sizes[-1])] > mine[(rates[0], sizes[-1])]
-            ok = ok and up
-            parts.append(f"ICMPv{ip} {sizes[-1]} B: {rates[0]:g}→{rates[-1]:g}/s CPU "
-                         f"{mine[(rates[0], sizes[-1])]:.2f}→{mine[(rates[-1], sizes[-1])]:.2f} %")
-        if len(sizes) >= 2 and (rates[-1], sizes[0]) in mine and (rates[-1], sizes[-1]) in mine:
-            up = mine[(rates[-1], sizes[-1])] > mine[(rates[-1], sizes[0])]
-            ok = ok and up
-            parts.append(f"ICMPv{ip} {rates[-1]:g}/s: {sizes[0]}→{sizes[-1]} B CPU "
-                         f"{mine[(rates[-1], sizes[0])]:.2f}→{mine[(rates[-1], sizes[-1])]:.2f} %")
-    common = [k[1:] for k in cpu if k[0] == 4 and (6, *k[1:]) in cpu]
-    if not common:
-        return verdict(ok, "; ".join(parts), LINUX_ROUTER)
-    raw = d.cells(rows, "router_cpu_pct", lambda r: (int(param(r, "ip")),
-                                                     float(param(r, "pps")), size_of(r)))
-    o = judge(cells_ratio([(raw[(4, *k)], raw[(6, *k)]) for k in common]), "below", DO10_BOUND,
-              DO10_TOLERANCE, f"ICMPv6 vs ICMPv4 router CPU over {len(common)} cells",
-              needs="three or more cells, or two or more repetitions per cell")
-    status = o.status if ok else "does not hold"
-    return replace(o, status=status, evidence="; ".join([*parts, o.evidence]),
-                   reason=o.reason if status == "inconclusive" else
-                   "" if status == "holds" else LINUX_ROUTER)
-
-
-def _acl_rows(d: Data) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
-    """(IPv6 share, rules (0 = none), apply) -> mean router CPU, and -> mean loss (%)."""
-    rows = d.select("acl")
-
-    def key(r: TrialRow) -> tuple[Any, ...]:
-        rules = int(param(r, "rules") or 0) if param(r, "acl") is not False else 0
-        return (_v6_share(r), rules, param(r, "apply") if rules else "-")
-
-    return d.means(rows, "router_cpu_pct", key), d.means(rows, "loss_percent", key)
-
-
-def do_11(d: Data) -> Outcome:
-    cpu, _ = _acl_rows(d)
-    shares = sorted({k[0] for k in cpu if k[0] is not None})
-    if not shares or not any(k[1] == 0 for k in cpu) or not any(k[1] > 0 for k in cpu):
-        return not_measured("router CPU with and without ACLs (kind acl, acl = false too)")
-    ok, parts = True, []
-    for sh in shares:
-        base = cpu.get((sh, 0, "-"))
-        one, many = cpu.get((sh, 1, "in")), cpu.get((sh, 25, "in"))
-        both = cpu.get((sh, 25, "both"))
-        bits = [f"IPv6 {sh:.0%}: none {base:.2f}" if base is not None else f"IPv6 {sh:.0%}:"]
-        if base is not None and many is not None:
-            ok = ok and many > base
-            bits.append(f"25 in {many:.2f}")
-        if one is not None and many is not None:
-            ok = ok and abs(many - one) < 2.0
-            bits.append(f"1 in {one:.2f} (|25−1| {abs(many - one):.2f} points)")
-        if both is not None and many is not None:
-            ok = ok and both > many
-            bits.append(f"25 both {both:.2f}")
-        parts.append(", ".join(bits) + " %")
-    return verdict(ok, "router CPU: " + "; ".join(parts), LINUX_ROUTER)
-
-
-def do_12(d: Data) -> Outcome:
-    """At one offered load, an ACL "cuts the traffic" at an IPv6 share when every ACL set-up
-    there loses more than 1 point more than no ACL (one odd trial cannot make it hold), and
-    does not when none does."""
-    _, loss = _acl_rows(d)
-    base = {k[0]: v for k, v in loss.items() if k[1] == 0}
-    if not base or not any(k[1] > 0 for k in loss):
-        return not_measured("traffic with and without ACLs at several IPv6 shares (kind acl)")
-    ok, parts = True, []
-    for sh in sorted(s for s in base if s is not None):
-        cuts = [v - base[sh] for k, v in loss.items() if k[0] == sh and k[1] > 0]
-        if not cuts:
-            continue
-        ok = ok and ((min(cuts) > 1.0) if sh >= 0.5 else (max(cuts) <= 1.0))
-        parts.append(f"IPv6 {sh:.0%}: extra loss with an ACL {min(cuts):+.1f} to "
-                     f"{max(cuts):+.1f} points ({len(cuts)} set-ups)")
-    if not parts:
-        return not_measured("ACL and no-ACL traffic at the same IPv6 share")
-    return verdict(ok, "; ".join(parts) + " (paper: cuts only at ≥ 50 % IPv6)",
-                    LINUX_ROUTER + " (the link, not the ACL, limits the traffic)")
-
-
-def _exthdr_cpu(d: Data) -> dict[tuple[Any, ...], float]:
-    """(variant, rule, pps) -> mean router CPU."""
-    return d.means(d.select("exthdr"), "router_cpu_pct",
-                   lambda r: (param(r, "variant"), bool(param(r, "rule")),
-                              float(param(r, "pps"))))
-
-
-def do_13(d: Data) -> Outcome:
-    cpu = _exthdr_cpu(d)
-    cells = [k for k in cpu if k[0] == "none"]
-    if not cells or not any(k[0] in ("four", "dest20") for k in cpu):
-        return not_measured("IPv6 traffic with none, 4 and 20 extension headers (kind exthdr)")
-    ok, parts = True, []
-    for _, rule, pps in sorted(cells, key=lambda k: (k[2], k[1])):
-        base = cpu[("none", rule, pps)]
-        got = {v: cpu[(v, rule, pps)] for v in ("hbh", "four", "dest20")
-               if (v, rule, pps) in cpu}
-        if not got:
-            continue
-        costs = all(v > base for v in got.values())
-        same = ("four" not in got or "dest20" not in got
-                or abs(got["four"] - got["dest20"]) <= max(2.0, 0.25 * got["four"]))
-        ok = ok and costs and same
-        parts.append(f"{pps:g}/s rule {'on' if rule else 'off'}: none {base:.2f}, "
-                     + ", ".join(f"{v} {c:.2f}" for v, c in got.items()) + " %")
-    return verdict(ok, "router CPU: " + "; ".join(parts), LINUX_ROUTER)
-
-
-def _frag(d: Data, measurement: str | None = None) -> list[TrialRow]:
-    return [r for r in d.select("fragment") if measurement is None or r.measurement == measurement]
-
-
-def do_14(d: Data) -> Outcome:
-    rows = _frag(d)
-    if not rows:
-        return not_measured("IPv4 traffic through a small-MTU link (kind fragment, topology "
-                             "two-routers-v4)")
-    cpu = d.means(rows, "router_cpu_pct", lambda r: (size_of(r), int(param(r, "core_mtu"))))
-    pps = d.means(rows, "received_pps", lambda r: (size_of(r), int(param(r, "core_mtu"))))
-    frags = d.means(rows, "fragments_per_datagram",
-                    lambda r: (size_of(r), int(param(r, "core_mtu"))))
-    ok, parts, ratios = True, [], []
-    for size in sorted({k[0] for k in cpu if k[0] is not None}):
-        whole = {m: cpu[(size, m)] for (s, m) in cpu if s == size and frags.get((s, m)) == 1.0}
-        cut = {m: cpu[(size, m)] for (s, m) in cpu if s == size and frags.get((s, m), 1) > 1}
-        if len(whole) >= 2:
-            lo, hi = min(whole.values()), max(whole.values())
-            same = hi <= lo * 1.5 + 0.5
-            same_pps = max(pps[(size, m)] for m in whole) <= 1.05 * min(pps[(size, m)]
-                                                                       for m in whole)
-            ok = ok and same and same_pps
-            parts.append(f"{size} B unfragmented at MTU {sorted(whole)}: CPU {lo:.2f}–{hi:.2f} %")
-        if whole and cut:
-            ref = statistics.fmean(whole.values())
-            worst = max(cut, key=lambda m: cut[m])
-            ratios.append(cut[worst] / ref if ref else math.inf)
-            parts.append(f"{size} B fragmented at MTU {worst} "
-                         f"({frags[(size, worst)]:.0f} fragments): CPU {cut[worst]:.2f} % = "
-                         f"{ratios[-1]:.1f}× unfragmented")
-    if not parts:
-        return not_measured("the same frame sizes at several MTUs")
-    ok = ok and bool(ratios) and all(x > 1.0 for x in ratios)
-    return verdict(ok, "; ".join(parts) + " (paper: 2.7×)", LINUX_ROUTER)
-
-
-def do_15(d: Data) -> Outcome:
-    rows = [r for r in _frag(d) if "fragments_per_datagram" in r.metrics
-            and "router_cpu_pct" in r.metrics]
-    pts = d.means(rows, "router_cpu_pct", lambda r: (float(r.metrics["fragments_per_datagram"]),
-                                                    int(param(r, "core_mtu"))))
-    by_mtu: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for (f, m), c in pts.items():
-        by_mtu[m].append((f, c))
-    best = max(by_mtu.values(), key=lambda v: len({f for f, _ in v}), default=[])
-    if len({f for f, _ in best}) < 3:
-        return not_measured("router CPU at three or more fragment counts at one MTU (kind "
-                             "fragment, e.g. MTU 100 with frames 118–918 B)")
-    xs, ys = [f for f, _ in best], [c for _, c in best]
-    slope, r2 = linfit(xs, ys)
-    ok = slope > 0 and r2 >= 0.9
-    return verdict(ok, f"{len(xs)} points, CPU = {slope:.3f} % per fragment, R² = {r2:.3f} "
-                    "(paper: +4.5 % per fragment, linear)", LINUX_ROUTER)
-
-
-DO16_TOLERANCE = ("added router CPU below 2 points at ≤ 1000 packets/s and 6 points above "
-                  "(the paper's RH0 numbers, sec. 4.5); the 95 % interval's top must be below")
-
-
-def do_16(d: Data) -> Outcome:
-    """A Segment Routing header's added CPU per rate: the Welch interval of srh - none must lie
-    below the paper's bound ("little") and not wholly below 0 ("adds"); RH0 must be dropped."""
-    rows = d.select("exthdr")
-    raw = d.cells(rows, "router_cpu_pct", lambda r: (
-        param(r, "variant"), bool(param(r, "rule")), float(param(r, "pps"))))
-    rh0 = [r for r in rows if param(r, "variant") == "rh0"]
-    rates = sorted(k[2] for k in raw if k[0] == "srh" and not k[1] and ("none", False, k[2]) in raw)
-    if not rates:
-        return not_measured("IPv6 traffic with and without a Segment Routing header at the "
-                            "same rate (kind exthdr, variants none and srh)")
-    states, parts = [], []
-    for pps in rates:
-        bound = 2.0 if pps <= 1000 else 6.0
-        diff = difference(raw[("none", False, pps)], raw[("srh", False, pps)])
-        if diff is None:
-            states.append("inconclusive")
-            parts.append(f"{pps:g}/s: no interval (one repetition)")
-            continue
-        states.append("does not hold" if diff.low > bound or diff.high < 0 else "holds"
-                      if diff.high < bound else "inconclusive")
-        parts.append(f"{pps:g}/s: {diff.value:+.2f} points (95 % {diff.low:+.2f} … "
-                     f"{diff.high:+.2f}, n = {diff.n}; bound {bound:g})")
-    if rh0:
-        dropped = all(r.metrics.get("router_hdr_errors", 0) >= r.metrics.get("attempted", 1)
-                      and not r.metrics.get("captured") for r in rh0)
-        parts.append(f"RH0 dropped by the router: {'yes' if dropped else 'no'} "
-                     f"({len(rh0)} trials)")
-        states.append("holds" if dropped else "does not hold")
-    status: Status = ("does not hold" if "does not hold" in states else "inconclusive"
-                      if "inconclusive" in states else "holds")
-    reason = {"holds": "", "does not hold": LINUX_ROUTER,
-              "inconclusive": "an interval straddles the bound or a rate has one repetition: "
-                              "more repetitions would decide it"}[status]
-    return Outcome(status, "SRH vs none: " + "; ".join(parts), reason, tolerance=DO16_TOLERANCE)
 
 
 BY_HEADERS = ("with a link-limited router whose CPU never saturates, the traffic and packet "
