@@ -45,6 +45,7 @@ from testbed.report.tables import (
 )
 from testbed.report.verdict import (
     cells_ratio,
+    compare,
     describe_effect,
     judge,
     judge_all,
@@ -203,23 +204,14 @@ def ze_5(d: Data) -> Outcome:
 
 def _ze_stack(metric: str, paper_effect: float, label: str, where: str
               ) -> Callable[[Data], Outcome]:
-    """IPv6 over IPv4 of a stack cost, judged against half the paper's effect: the interval
-    must lie beyond it (a 0.1 % difference is no "+12 %")."""
+    """IPv6 over IPv4 of a stack cost, declared: judged against half the paper's effect, the
+    interval must lie beyond it (a 0.1 % difference is no "+12 %")."""
     bound = paper_effect / 2
-
-    def check(d: Data) -> Outcome:
-        v = d.cells(d.select("stackcost"), metric, lambda r: (int(param(r, "ip")),))
-        if (4,) not in v or (6,) not in v:
-            return not_measured(f"{label} for IPv4 and IPv6 (stackcost)")
-        a, b = v[(4,)], v[(6,)]
-        tol = f"IPv6/IPv4 − 1 {'above' if bound > 0 else 'below'} {bound:+.1%} (half the " \
-              f"paper's {paper_effect:+.1%}, {where})"
-        o = judge(ratio(a, b, exact=d.exact), "above" if bound > 0 else "below", bound, tol,
-                  f"{label} IPv6 vs IPv4", needs="two or more stackcost repetitions per IP "
-                  "version")
-        means = f"IPv4 {statistics.fmean(a):.4g}, IPv6 {statistics.fmean(b):.4g}"
-        return replace(o, evidence=f"{means}; {o.evidence}")
-    return check
+    tol = (f"IPv6/IPv4 − 1 {'above' if bound > 0 else 'below'} {bound:+.1%} (half the "
+           f"paper's {paper_effect:+.1%}, {where})")
+    return compare("stackcost", metric, {"ip": 4}, {"ip": 6}, "above" if bound > 0 else "below",
+                   bound, tol, f"{label} IPv6 vs IPv4",
+                   needs="two or more stackcost repetitions per IP version")
 
 
 CLAIMS: tuple[Claim, ...] = (

@@ -8,11 +8,12 @@ and, when inconclusive, what would decide it."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from testbed.report.claims import Outcome, Status
+from testbed.report.claims import Data, Outcome, Status, not_measured, param
+from testbed.results import TrialRow
 
 Expect = Literal["above", "below", "within"]
 
@@ -297,3 +298,40 @@ def judge_all(cells: Sequence[tuple[str, Effect | None]], expect: Expect, bound:
     return Outcome(status, ev, reason, sum(e.n for _, e, _ in verdicts if e),
                    worst.value if worst else None,
                    (worst.low, worst.high) if worst else None, tolerance)
+
+
+def compare(kind: str, metric: str, a: Mapping[str, Any], b: Mapping[str, Any],
+            expect: Expect, bound: float, tolerance: str, what: str,
+            cells: Sequence[str] = (), needs: str = "two or more repetitions a side"
+            ) -> Callable[[Data], Outcome]:
+    """A claim's check declared as data: `metric` of the `kind` trials whose parameters match
+    `b`, over those matching `a` (b/a - 1), per cell (the parameters named in `cells`), pooled
+    over the cells and judged against `bound` (`judge`). E.g. ze:6:
+    compare("stackcost", "tcp_socket_create_us", {"ip": 4}, {"ip": 6}, "above", 0.06, ...)."""
+
+    def side_of(r: TrialRow) -> str | None:
+        for name, want in (("a", a), ("b", b)):
+            if all(param(r, k) == v for k, v in want.items()):
+                return name
+        return None
+
+    def key(r: TrialRow) -> tuple[Any, ...] | None:
+        s = side_of(r)
+        return None if s is None else (s, *(param(r, c) for c in cells))
+
+    def check(d: Data) -> Outcome:
+        rows = d.select(kind)
+        vals = d.cells(rows, metric, key)
+        keys = sorted({k[1:] for k in vals if k[0] == "a" and ("b", *k[1:]) in vals}, key=str)
+        if not keys:
+            return not_measured(f"{metric} of {kind} trials with {dict(a)} and with {dict(b)}")
+        pairs = [(vals[("a", *k)], vals[("b", *k)]) for k in keys]
+        exact = d.exact_rows(rows)
+        e = ratio(*pairs[0], exact=exact) if len(pairs) == 1 else cells_ratio(pairs, exact)
+        means = "; ".join(f"{'/'.join(map(str, k)) + ': ' if k else ''}"
+                          f"{math.fsum(x) / len(x):.4g} vs {math.fsum(y) / len(y):.4g}"
+                          for k, (x, y) in zip(keys, pairs, strict=True))
+        o = judge(e, expect, bound, tolerance, what, needs)
+        return replace(o, evidence=f"{means}; {o.evidence}")
+
+    return check

@@ -106,9 +106,13 @@ def test_unimplemented_measurements_say_what_is_missing(cid: str) -> None:
 def test_a_claim_that_raises_is_an_error_with_its_exception() -> None:
     # a trial without `ip` cannot be keyed: int(None) raises; evaluate never does, and the
     # ledger says "error" with the exception, never "not measured"
-    res = evaluate("zeadally-2004", [row("stackcost", {"tcp_connect_us": 1.0}, {})])
-    assert res[6].status == "error"
-    assert "TypeError" in res[6].reason and "int()" in res[6].reason
+    res = evaluate("zeadally-2004", [row("iperf3", {"receiver_bps": 1.0}, {},
+                                         {"protocol": "tcp"})])
+    assert res[0].status == "error"
+    assert "TypeError" in res[0].reason and "int()" in res[0].reason
+    broken = claims.Claim("x:1", "t", lambda d: {}["missing"])
+    out = claims.judge(broken, "x", claims.Data([]))
+    assert out.status == "error" and out.reason == "the check raised KeyError: 'missing'"
 
 
 # --- gamess-morales ----------------------------------------------------------------------------
