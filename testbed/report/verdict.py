@@ -295,7 +295,7 @@ def judge_all(cells: Sequence[tuple[str, Effect | None]], expect: Expect, bound:
     reason = "" if status != "inconclusive" else (
         f"evidence short at {', '.join(short)}: needs {needs}" if short else
         "an interval straddles the tolerance: more repetitions would narrow it")
-    return Outcome(status, ev, reason, sum(e.n for _, e, _ in verdicts if e),
+    return Outcome(status, ev, reason, sum(e.n for _, e, _ in verdicts if e) or None,
                    worst.value if worst else None,
                    (worst.low, worst.high) if worst else None, tolerance)
 
@@ -328,8 +328,10 @@ def compare(kind: str, metric: str, a: Mapping[str, Any], b: Mapping[str, Any],
         pairs = [(vals[("a", *k)], vals[("b", *k)]) for k in keys]
         exact = d.exact_rows(rows)
         e = ratio(*pairs[0], exact=exact) if len(pairs) == 1 else cells_ratio(pairs, exact)
+        la = ",".join(f"{k}={v}" for k, v in a.items())
+        lb = ",".join(f"{k}={v}" for k, v in b.items())
         means = "; ".join(f"{'/'.join(map(str, k)) + ': ' if k else ''}"
-                          f"{math.fsum(x) / len(x):.4g} vs {math.fsum(y) / len(y):.4g}"
+                          f"{la} {math.fsum(x) / len(x):.4g} vs {lb} {math.fsum(y) / len(y):.4g}"
                           for k, (x, y) in zip(keys, pairs, strict=True))
         o = judge(e, expect, bound, tolerance, what, needs)
         return replace(o, evidence=f"{means}; {o.evidence}")
