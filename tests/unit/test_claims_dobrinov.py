@@ -76,12 +76,13 @@ def test_do10_icmp() -> None:
 
 def acl_rows(both_extra: float, rules_gap: float, v6_cut: float) -> list[TrialRow]:
     out = []
-    for ratio in ("100/0", "50/50", "0/100"):
+    for ratio, rep in itertools.product(("100/0", "50/50", "0/100"), (-1, 0, 1)):
         share = int(ratio.split("/")[1]) / 100
-        out.append(row("acl", {"router_cpu_pct": 5.0, "loss_percent": 0.0},
+        out.append(row("acl", {"router_cpu_pct": 5.0 + 0.05 * rep, "loss_percent": 0.0},
                        {"ratio": ratio}, {"acl": False}))
         for rules, apply in itertools.product((1, 25), ("in", "both")):
-            cpu = 6.0 + (rules_gap if rules == 25 else 0) + (both_extra if apply == "both" else 0)
+            cpu = 6.0 + (rules_gap if rules == 25 else 0) + (both_extra if apply == "both"
+                                                              else 0) + 0.05 * rep
             loss = 100 * v6_cut if share >= 0.5 else 0.0
             out.append(row("acl", {"router_cpu_pct": cpu, "loss_percent": loss},
                            {"ratio": ratio, "rules": rules, "apply": apply}, {"acl": True}))
