@@ -117,9 +117,15 @@ def mean_ci(values: Sequence[float], exact: bool = False) -> Difference | None:
 
 def side(ci: Difference | None, low: float, high: float) -> Status:
     """holds when the interval lies inside [low, high], does not hold when wholly outside it,
-    inconclusive when it straddles an edge or is missing."""
+    inconclusive when it straddles an edge or is missing. One-sided (an infinite edge): above
+    `low` holds only strictly above it and does not hold at or below it (below `high` alike)."""
     if ci is None:
         return "inconclusive"
+    if high == math.inf:
+        return "holds" if ci.low > low else "does not hold" if ci.high <= low else "inconclusive"
+    if low == -math.inf:
+        return "holds" if ci.high < high else "does not hold" if ci.low >= high else (
+            "inconclusive")
     if low <= ci.low and ci.high <= high:
         return "holds"
     if ci.high < low or ci.low > high:

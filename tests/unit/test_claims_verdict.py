@@ -115,3 +115,17 @@ def test_virtual_clock_numbers_are_taken_as_they_are() -> None:
     assert check("ze:5", virtual).status == "holds"
     out = check("ze:5", rtt(None))
     assert out.status == "inconclusive" and "evidence short" in out.reason
+
+
+def test_side_of_a_bound() -> None:
+    import math
+
+    d = verdict.difference([1.0, 1.1, 0.9], [3.0, 3.1, 2.9])
+    assert verdict.side(d, 0.0, math.inf) == "holds"
+    assert verdict.side(d, -math.inf, 0.0) == "does not hold"
+    assert verdict.side(d, 1.0, 3.0) == "holds" and verdict.side(d, 5.0, 6.0) == "does not hold"
+    same = verdict.mean_ci([0.0], exact=True)  # exactly no effect: "above 0" does not hold
+    assert verdict.side(same, 0.0, math.inf) == "does not hold"
+    assert verdict.side(verdict.difference([1.0, 2.0], [1.5, 1.0]), 0.0, math.inf) == \
+        "inconclusive"
+    assert verdict.side(None, 0.0, 1.0) == "inconclusive"
