@@ -93,9 +93,10 @@ def qu_1(d: Data) -> Outcome:
             pairs.append(([a], [b]))
     if not pairs:
         return not_measured("native IPv4 and native IPv6 in the same cells")
-    best = judge_share(best4, len(pairs), QU1_TOLERANCE, "native IPv4 best")
     rows = [r for r in d.select("pingpong") + d.select("iperf3")
             if r.point.get("topology") in (NATIVE4, NATIVE6)]
+    best = judge_share(best4, len(pairs), QU1_TOLERANCE, "native IPv4 best",
+                       exact=d.exact_rows(rows))
     close = judge(cells_ratio(pairs, exact=d.exact_rows(rows)), "within", 0.10, QU1_TOLERANCE,
                   "native IPv6's cost over IPv4's", needs="three or more cells")
     states = {best.status, close.status}

@@ -258,12 +258,23 @@ def sign_test(k: int, n: int) -> tuple[float, float, float]:
     return k / n, lo, hi
 
 
-def judge_share(k: int, n: int, tolerance: str, what: str, *, least: float = 0.5) -> Outcome:
+EXACT_SHARE = 0.9
+
+
+def judge_share(k: int, n: int, tolerance: str, what: str, *, least: float = 0.5,
+                exact: bool = False) -> Outcome:
     """Most cells go the claimed way: holds when the 95 % interval of the share lies above
-    `least` (a sign test), does not hold when below; else inconclusive."""
+    `least` (a sign test), does not hold when below; else inconclusive. With `exact` cells
+    (printed or virtual-clock numbers: no noise decides a cell's sign) it holds when at least
+    90 % of the cells go the claimed way and does not hold otherwise."""
     if n == 0:
         return Outcome("inconclusive", f"{what}: no cells", "evidence short: needs cells",
                        tolerance=tolerance)
+    if exact:
+        ok = k >= EXACT_SHARE * n
+        return Outcome("holds" if ok else "does not hold",
+                       f"{what}: {k}/{n} cells ({k / n:.0%}; exact numbers: at least "
+                       f"{EXACT_SHARE:.0%} asked)", "", n, k / n, (k / n, k / n), tolerance)
     share, lo, hi = sign_test(k, n)
     ev = (f"{what}: {k}/{n} cells ({share:.0%}, 95 % interval {lo:.0%} … {hi:.0%}; "
           f"sign test against {least:.0%})")

@@ -149,9 +149,20 @@ def gm_trials(thr: Callable[[float, int, int], float] | None = None,
     return out
 
 
-@pytest.mark.parametrize("cid", [f"gm:{i}" for i in range(1, 10)])
+@pytest.mark.parametrize("cid", [f"gm:{i}" for i in range(1, 10) if i != 4])
 def test_gamess_claims_hold_on_the_models_numbers(cid: str) -> None:
     assert status(cid, gm_trials()) == "holds", CHECKS[cid](claims.Data(gm_trials()))
+
+
+def test_gm4_on_four_real_clock_payloads_is_inconclusive_and_holds_on_virtual_ones() -> None:
+    # four equal payloads at 100 Mbit/s, one repetition on the real clock: a sign test over
+    # four cells cannot show "IPv4 above IPv6" (4/4: interval 40 % ... 100 %)
+    out = CHECKS["gm:4"](claims.Data(gm_trials()))
+    assert out.status == "inconclusive" and "more cells" in out.reason
+    virtual = gm_trials()
+    for t in virtual:
+        t.result["clock"] = {"clock": "virtual", "in_vm": True}
+    assert status("gm:4", virtual) == "holds"
 
 
 def test_gm1_gm8_do_not_hold_when_ipv6_is_faster() -> None:

@@ -16,6 +16,7 @@ from testbed.report.claims import (
     GENERATOR,
     Data,
     Outcome,
+    Status,
     frac,
     linfit,
     mbps,
@@ -76,7 +77,8 @@ def gm_1(d: Data) -> Outcome:
         med = statistics.median(b - a for _, a, b in o_cells)
         ev += f"; median OWD gap IPv6 − IPv4 {med:+.1f} µs"
     o = judge_share(t_ok + o_ok, len(t_cells) + len(o_cells), GM1_TOLERANCE,
-                    "IPv4 better (throughput and OWD)")
+                    "IPv4 better (throughput and OWD)",
+                    exact=d.exact_rows(d.select("rfc2544") + d.select("pingpong")))
     return replace(o, evidence=f"{ev}; {o.evidence}",
                    reason=o.reason or ("" if o.status == "holds" else d.serialization_reason()))
 
@@ -118,6 +120,10 @@ def gm_3(d: Data) -> Outcome:
     return _sawtooth(d, 6, 10e6, 1460, 2901, 9.49)
 
 
+GM4_TOLERANCE = ("the sawtooth at 100 Mbit/s (rises to 1480/1460 B, falls after) and IPv4 above "
+                 "IPv6 in most equal payloads (sign test; the paper's Tables I-II: 6/6)")
+
+
 def gm_4(d: Data) -> Outcome:
     v4 = _sawtooth(d, 4, 100e6, 1480, None, None)
     v6 = _sawtooth(d, 6, 100e6, 1460, None, None)
@@ -127,10 +133,14 @@ def gm_4(d: Data) -> Outcome:
     pairs = [(thr[k], thr[(k[0], 6, k[2])]) for k in thr
              if k[0] == 100e6 and k[1] == 4 and (k[0], 6, k[2]) in thr]
     above = sum(a > b for a, b in pairs)
-    ok = (v4.status != "does not hold" and v6.status != "does not hold"
-          and above == len(pairs))
-    return verdict(ok, f"{v4.evidence} | {v6.evidence} | IPv4 > IPv6 in "
-                        f"{frac(above, len(pairs))} equal payloads")
+    share = judge_share(above, len(pairs), GM4_TOLERANCE, "IPv4 > IPv6 at equal payloads",
+                        exact=d.exact_rows(d.select("rfc2544")))
+    states = {v4.status, v6.status, share.status} - {"not measured"}
+    status: Status = ("does not hold" if "does not hold" in states else "holds"
+                      if states == {"holds"} else "inconclusive")
+    return Outcome(status, f"{v4.evidence} | {v6.evidence} | {share.evidence}",
+                   share.reason if status == "inconclusive" else "", share.n, share.effect,
+                   share.interval, GM4_TOLERANCE)
 
 
 def gm_5(d: Data) -> Outcome:
@@ -261,7 +271,8 @@ def gm_8(d: Data) -> Outcome:
         return not_measured("IPv4 and IPv6 OWD at equal payloads")
     above = sum(b > a for a, b in cells)
     med = statistics.median(b - a for a, b in cells)
-    o = judge_share(above, len(cells), GM8_TOLERANCE, "IPv6 OWD above IPv4")
+    o = judge_share(above, len(cells), GM8_TOLERANCE, "IPv6 OWD above IPv4",
+                    exact=d.exact_rows(d.select("pingpong")))
     return replace(o, evidence=f"{o.evidence}; median gap {med:+.1f} µs",
                    reason=o.reason or ("" if o.status == "holds" else d.serialization_reason()))
 
