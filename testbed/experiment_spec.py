@@ -65,7 +65,7 @@ class Experiment:
     measurements: list[MeasurementSpec]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     clock: str | None = None  # "virtual" / "real": the clock it must run on; None: any
-    paper: str = ""  # the paper it reproduces (an id of testbed/report/papers.py), if any
+    paper: str = ""  # the paper it reproduces (an id of a paper module in testbed/papers/), if any
 
     def to_dict(self) -> dict[str, Any]:
         return {

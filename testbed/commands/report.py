@@ -13,9 +13,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from testbed import results
+from testbed import papers, results
 from testbed.errors import UsageError
-from testbed.report import papers
 from testbed.tiers import TIERS, Choice, choose
 
 
@@ -33,8 +32,11 @@ def register(sub: Any) -> None:
                      help="a run id (testbed results list); repeatable")
     rep.add_argument("--experiment", action="append", default=[], metavar="NAME",
                      help="every run of this experiment; repeatable")
-    rep.add_argument("--out", type=Path, required=True, metavar="DIR",
-                     help="folder for index.html and the figures (PNG, SVG)")
+    rep.add_argument("--out", type=Path, default=None, metavar="DIR",
+                     help="folder for index.html, ledger.json and the figures (PNG, SVG)")
+    rep.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("A", "B"),
+                     help="list the claims whose verdicts differ between two ledgers (report "
+                     "folders or ledger.json files); exit 0 when none differ, 1 when some do")
     rep.set_defaults(func=cmd_report)
 
     rp = sub.add_parser(
@@ -43,9 +45,9 @@ def register(sub: Any) -> None:
         description="Run the experiments a paper needs, each measurement on the tier that "
         "measures it faithfully (the host kernel for shaped throughput, the full-kernel VM "
         "for per-packet delay, tunnels and Jool), then write the report. Papers: "
-        + ", ".join(papers.PAPER_EXPERIMENTS) + ".",
+        + ", ".join(papers.builtin_ids()) + f", and a user's own (${papers.ENV}, docs/papers.md).",
     )
-    rp.add_argument("paper", help="paper id (" + ", ".join(papers.PAPER_EXPERIMENTS) + ")")
+    rp.add_argument("paper", help="paper id (" + ", ".join(papers.builtin_ids()) + ", ...)")
     rp.add_argument("--quick", action="store_true", help="the quick profiles: fewer points")
     rp.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="report folder (default reports/PAPER[-quick])")
@@ -70,12 +72,30 @@ def _db(args: argparse.Namespace) -> Path:
 
 def _ledger_line(rep: Any) -> str:
     line = "claims ledger: " + ", ".join(f"{k}: {v}" for k, v in rep.counts().items())
+    if rep.by_construction():
+        line += f" ({rep.by_construction()} of the holds by construction, not confirmation)"
     notes = sorted({s.claims_note for s in rep.sections if s.claims_note and not s.claims})
     return line + "".join(f" ({n})" for n in notes)
 
 
+def cmd_compare(a: Path, b: Path) -> int:
+    """Print the claims whose verdicts differ between two ledgers: 0 if none, 1 if some."""
+    from testbed.report import ledger
+
+    diffs = ledger.differences(ledger.read(a), ledger.read(b))
+    for cid, va, vb in diffs:
+        print(f"{cid}: {va} -> {vb}")
+    print(f"{len(diffs)} claim(s) differ between {a} and {b}", file=sys.stderr)
+    return 1 if diffs else 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from testbed.report.render import write_report
+
+    if args.compare is not None:
+        return cmd_compare(*args.compare)
+    if args.out is None:
+        raise UsageError("testbed report needs --out DIR (or --compare A B)")
 
     rep = write_report(_db(args), args.out, args.run, args.experiment)
     nfig = sum(len(s.figures) for s in rep.sections)
@@ -90,13 +110,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def resolve_paper(name: str) -> str:
     """A paper id, or the paper an experiment name reproduces; else a usage error."""
-    if name in papers.PAPER_EXPERIMENTS:
-        return name
-    paper = papers.paper_of(name)
-    if paper is not None:
-        return paper
-    raise UsageError(f"unknown paper {name!r}",
-                     hint="known papers: " + ", ".join(papers.PAPER_EXPERIMENTS))
+    return papers.resolve(name).id
 
 
 def _subset(exp: Any, choices: Sequence[Choice]) -> Any:
@@ -150,7 +164,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     profile = "quick" if args.quick else "full"
     db = _db(args)
     exps = [load_experiment(find_experiment(name), profile)
-            for name in papers.PAPER_EXPERIMENTS[paper]]
+            for name in papers.get(paper).experiments]
 
     if args.only:  # inside the VM tier: run exactly these measurements here
         wanted = [_parse_only(o) for o in args.only]

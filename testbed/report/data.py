@@ -7,11 +7,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed import results
 from testbed.errors import UsageError
-from testbed.stats import Summary, describe
+
+if TYPE_CHECKING:
+    from testbed.stats import Summary
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ def group(ds: Dataset, trials: Iterable[results.TrialRow], value: Value, name: s
           keys: Callable[[results.TrialRow], bool] | None = None) -> list[Stat]:
     """Statistics of `value` per (experiment, measurement, sweep point, environment), over the
     successful trials (optionally only those `keys` accepts). Order: first seen."""
+    from testbed.stats import describe  # numpy and SciPy: only when a statistic is made
+
     buckets: dict[tuple[str, str, str, Env], tuple[dict[str, Any], list[float]]] = {}
     for t in trials:
         if t.status != "ok" or (keys is not None and not keys(t)):

@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from testbed import models
+from testbed import models, papers
+from testbed.papers.gamess_morales.claims import _gm_net_owd, fit_pi
 from testbed.report import claims
-from testbed.report.claims import CHECKS, PAPERS, claims_for, evaluate, paper_of_experiment
+from testbed.report.claims import evaluate
 from testbed.results import TrialRow
+
+PAPERS = papers.builtin_ids()
+CHECKS = {c.id: c.check for p in PAPERS for c in papers.get(p).claims}
+
+
+def claims_for(paper: str) -> list[tuple[str, str]]:
+    return [(c.id, c.text) for c in papers.get(paper).claims]
 
 _keys = itertools.count()
 
@@ -49,11 +57,20 @@ def test_every_claim_has_a_function_and_evaluate_returns_them_in_order() -> None
 
 
 def test_paper_of_experiment() -> None:
-    assert paper_of_experiment("transition") == "quintero-2016"
-    assert paper_of_experiment("gamess-morales") == "gamess-morales"
-    assert paper_of_experiment("smoke") is None
+    assert papers.resolve("transition").id == "quintero-2016"
+    assert papers.resolve("gamess-morales").id == "gamess-morales"
+    assert papers.paper_of("smoke") is None
     with pytest.raises(ValueError, match="unknown paper"):
-        claims_for("nobody-1999")
+        papers.get("nobody-1999")
+
+
+def test_every_papers_experiments_exist_and_belong_to_one_paper() -> None:
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    seen: dict[str, str] = {}
+    for p in papers.all_papers():
+        for e in p.experiments:
+            assert (root / f"{e}.toml").exists(), (p.id, e)
+            assert seen.setdefault(e, p.id) == p.id
 
 
 def test_claim_texts_match_shared_claims_md() -> None:
@@ -86,10 +103,16 @@ def test_unimplemented_measurements_say_what_is_missing(cid: str) -> None:
     assert out.status == "not measured" and out.reason.startswith("not measured: needs")
 
 
-def test_a_claim_that_raises_is_not_measured() -> None:
-    # a trial without `ip` cannot be keyed: int(None) raises; evaluate never does
-    res = evaluate("zeadally-2004", [row("stackcost", {"tcp_connect_us": 1.0}, {})])
-    assert res[6].status == "not measured" and "could not evaluate" in res[6].evidence
+def test_a_claim_that_raises_is_an_error_with_its_exception() -> None:
+    # a trial without `ip` cannot be keyed: int(None) raises; evaluate never does, and the
+    # ledger says "error" with the exception, never "not measured"
+    res = evaluate("zeadally-2004", [row("iperf3", {"receiver_bps": 1.0}, {},
+                                         {"protocol": "tcp"})])
+    assert res[0].status == "error"
+    assert "TypeError" in res[0].reason and "int()" in res[0].reason
+    broken = claims.Claim("x:1", "t", lambda d: {}["missing"])
+    out = claims.judge(broken, "x", claims.Data([]))
+    assert out.status == "error" and out.reason == "the check raised KeyError: 'missing'"
 
 
 # --- gamess-morales ----------------------------------------------------------------------------
@@ -126,9 +149,20 @@ def gm_trials(thr: Callable[[float, int, int], float] | None = None,
     return out
 
 
-@pytest.mark.parametrize("cid", [f"gm:{i}" for i in range(1, 10)])
-def test_gamess_claims_hold_on_the_papers_numbers(cid: str) -> None:
+@pytest.mark.parametrize("cid", [f"gm:{i}" for i in range(1, 10) if i != 4])
+def test_gamess_claims_hold_on_the_models_numbers(cid: str) -> None:
     assert status(cid, gm_trials()) == "holds", CHECKS[cid](claims.Data(gm_trials()))
+
+
+def test_gm4_on_four_real_clock_payloads_is_inconclusive_and_holds_on_virtual_ones() -> None:
+    # four equal payloads at 100 Mbit/s, one repetition on the real clock: a sign test over
+    # four cells cannot show "IPv4 above IPv6" (4/4: interval 40 % ... 100 %)
+    out = CHECKS["gm:4"](claims.Data(gm_trials()))
+    assert out.status == "inconclusive" and "more cells" in out.reason
+    virtual = gm_trials()
+    for t in virtual:
+        t.result["clock"] = {"clock": "virtual", "in_vm": True}
+    assert status("gm:4", virtual) == "holds"
 
 
 def test_gm1_gm8_do_not_hold_when_ipv6_is_faster() -> None:
@@ -307,19 +341,21 @@ def test_quintero_not_measured_without_the_mechanisms_or_rates() -> None:
 def go_trials(tcp: Callable[[int, int, int], float] | None = None,
               rtt: Callable[[int, int], tuple[float, float]] | None = None,
               loss: float = 0.0) -> list[TrialRow]:
-    """Gometz-like data: two repetitions; IPv4 slightly above IPv6; spread grows with size."""
+    """Gometz-like data: three repetitions (the paper's); IPv4 slightly above IPv6 (about 1 %,
+    inside a 5 % equivalence margin); spread grows with size."""
     tcp = tcp or (lambda ip, size, rep: 900e6 - (10e6 if ip == 6 else 0)
-                  + rep * (5e6 + size * (2.5e4 if ip == 6 else 2e4)))
+                  + rep * (1e6 + size * (2.5e3 if ip == 6 else 2e3)))
     # mean and max RTT (ms): rising with size; IPv6 anomalies larger; neither always lower
-    rtt = rtt or (lambda ip, size: (0.05 + size * 1e-5 + (0.001 if (ip == 6) == (size < 500)
-                                                           else 0), 0.2 if ip == 6 else 0.1))
+    rtt = rtt or (lambda ip, size: (0.05 + size * 1e-5 + (
+        (0.001 if ip == 6 else 0) if size < 1000 else (0.0005 if ip == 4 else 0)),
+        0.2 if ip == 6 else 0.1))
     out = []
-    for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), (0, 1)):
+    for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), (0, 1, 2)):
         point = {"ip": ip, "topology.rate": "gigabit"}
         out.append(row("iperf3", {"receiver_bps": tcp(ip, size, rep)},
                        {**point, "length": size}, {"protocol": "tcp"}))
         mean, worst = rtt(ip, size)
-        out.append(row("ping", {"rtt_mean_ms": mean + rep * 3e-3, "rtt_max_ms": mean + worst},
+        out.append(row("ping", {"rtt_mean_ms": mean + rep * 3e-4, "rtt_max_ms": mean + worst},
                        {**point, "frame_size": size}))
         steps = [{"offered": 1e9 * (1 - k / 10), "loss_percent": loss if k == 0 else 0.0,
                   "generator_short": False} for k in range(3)]
@@ -328,7 +364,7 @@ def go_trials(tcp: Callable[[int, int, int], float] | None = None,
     return out
 
 
-@pytest.mark.parametrize("cid", ["go:1", "go:2", "go:3", "go:4", "go:5"])
+@pytest.mark.parametrize("cid", ["go:1", "go:3", "go:4", "go:5"])
 def test_gometz_claims_hold_on_paper_like_data(cid: str) -> None:
     assert status(cid, go_trials()) == "holds", CHECKS[cid](claims.Data(go_trials()))
 
@@ -339,9 +375,26 @@ def test_go1_go3_do_not_hold_when_ipv6_is_far_ahead() -> None:
     assert status("go:3", bad) == "does not hold"
 
 
-def test_go2_does_not_hold_with_even_spread_and_needs_repetitions() -> None:
+def test_go2_spread_grows_with_enough_repetitions() -> None:
+    # the spread rises with frame size and IPv6's is 1.8 times IPv4's (the paper's 90 vs
+    # 51 Mbit/s): with the paper's three repetitions that is not shown (inconclusive); with
+    # twenty it is
+    def spread(reps: int) -> list[TrialRow]:
+        return [row("iperf3", {"receiver_bps": 900e6 + (rep - reps / 2) * size * (
+                    3.6e3 if ip == 6 else 2e3)}, {"ip": ip, "length": size}, {"protocol": "tcp"})
+                for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), range(reps))]
+
+    assert status("go:2", spread(3)) == "inconclusive"
+    assert status("go:2", spread(20)) == "holds"
+    shrinking = [row("iperf3", {"receiver_bps": 900e6 + (rep - 5) * 3e6 / size},
+                     {"ip": ip, "length": size}, {"protocol": "tcp"})
+                 for ip, size, rep in itertools.product((4, 6), (128, 512, 1518), range(10))]
+    assert status("go:2", shrinking) == "does not hold"
+
+
+def test_go2_needs_repetitions() -> None:
     even = go_trials(tcp=lambda ip, size, rep: 900e6 + rep * 1e6)
-    assert status("go:2", even) == "does not hold"
+    assert status("go:2", even) != "holds"
     one_rep = [t for t in go_trials() if t.kind != "iperf3" or t.metrics["receiver_bps"] < 9e8
                or True]
     single = [t for i, t in enumerate(one_rep) if t.kind != "iperf3" or i % 2 == 0]
@@ -361,7 +414,7 @@ def test_go5_judges_the_steps_at_or_below_the_measured_throughput() -> None:
     # loss at line rate (above the measured 900 Mbit/s) is RFC 2544's start, not the paper's test
     out = CHECKS["go:5"](claims.Data(go_trials(loss=12.5)))
     assert out.status == "holds", out
-    assert "24/24 steps at or below" in out.evidence and "12/12 series lost" in out.evidence
+    assert "36/36 steps at or below" in out.evidence and "18/18 series lost" in out.evidence
     # loss at a step the throughput test had passed does not hold, and says where
     lossy = go_trials()
     for t in lossy:
@@ -454,25 +507,32 @@ def param_dir(t: TrialRow) -> Any:
 
 
 def ze_trials(tcp6: float = 92.5e6, udp6_f: float = 1.0, rtt6_f: float = 0.9,
-              tcp_rtt_f: float = 1.05, v6_cost: float = 1.2) -> list[TrialRow]:
+              tcp_rtt_f: float = 1.05, v6_cost: float | None = None) -> list[TrialRow]:
+    """Paper-like data, three repetitions with ±0.5 % noise; the stack costs are the paper's
+    own ratios (socket +12 %, connect +50 %, connections/s 450 -> 426), five repetitions each
+    with ±1 % noise, unless `v6_cost`."""
     out = []
-    for ip, size in itertools.product((4, 6), (64, 128, 512, 1408)):
+    for ip, size, rep in itertools.product((4, 6), (64, 128, 512, 1408), (-1, 0, 1)):
         point = {"ip": ip, "topology.rate": "fastethernet"}
+        wobble = 1 + 0.005 * rep
         out.append(row("iperf3", {"receiver_bps": 93.5e6 if ip == 4 else tcp6},
                        {**point, "length": size}, {"protocol": "tcp"}))
         deficit = 0.08 * min(1.0, 128 / size) if ip == 6 else 0.0  # header share shrinks
         udp = 95e6 * size / (size + 66) * (udp6_f if ip == 6 else 1.0) * (1 - deficit)
-        out.append(row("iperf3", {"receiver_bps": udp}, {**point, "length": size},
+        out.append(row("iperf3", {"receiver_bps": udp * wobble}, {**point, "length": size},
                        {"protocol": "udp"}))
-        rtt = 60.0 * (rtt6_f if ip == 6 else 1.0)
+        rtt = 60.0 * (rtt6_f if ip == 6 else 1.0) * wobble
         out.append(row("pingpong", {"rtt_median_us": rtt}, {**point, "size": size},
                        {"protocol": "udp"}))
         out.append(row("pingpong", {"rtt_median_us": rtt * tcp_rtt_f},
                        {**point, "size": size}, {"protocol": "tcp"}))
-    for ip in (4, 6):
-        f = v6_cost if ip == 6 else 1.0
-        out.append(row("stackcost", {"tcp_socket_create_us": 3.0 * f, "tcp_connect_us": 50.0 * f,
-                                     "connections_per_s": 450 / f}, {"ip": ip}))
+    for ip, rep in itertools.product((4, 6), range(5)):
+        noise = 1 + 0.01 * (rep - 2) / 2
+        sock, conn, cps = ((1.0, 1.0, 1.0) if ip == 4 else (1.12, 1.5, 426 / 450)
+                           if v6_cost is None else (v6_cost, v6_cost, 1 / v6_cost))
+        out.append(row("stackcost", {"tcp_socket_create_us": 3.0 * sock * noise,
+                                     "tcp_connect_us": 50.0 * conn * noise,
+                                     "connections_per_s": 450 * cps / noise}, {"ip": ip}))
     return out
 
 
@@ -488,16 +548,17 @@ def test_zeadally_claims_do_not_hold_on_contrary_data() -> None:
     # the IPv6 deficit growing with size contradicts the address-size overhead
     grow = [t for t in ze_trials() if not (t.kind == "iperf3" and t.result["params"]
                                            ["protocol"] == "udp")]
-    for ip, size, v in ((4, 128, 90e6), (6, 128, 89e6), (4, 512, 90e6), (6, 512, 80e6)):
-        grow.append(row("iperf3", {"receiver_bps": v}, {"ip": ip, "length": size},
+    for (ip, size, v), w in itertools.product(
+            ((4, 128, 90e6), (6, 128, 89e6), (4, 512, 90e6), (6, 512, 80e6)), (0.99, 1, 1.01)):
+        grow.append(row("iperf3", {"receiver_bps": v * w}, {"ip": ip, "length": size},
                         {"protocol": "udp"}))
     assert status("ze:3", grow) == "does not hold"
 
 
 def test_zeadally_latency_falls_back_to_twice_the_owd() -> None:
-    old = [row("pingpong", {"owd_median_us": v}, {"ip": ip, "size": 64}, {"protocol": p})
+    old = [row("pingpong", {"owd_median_us": v + w}, {"ip": ip, "size": 64}, {"protocol": p})
            for ip, p, v in ((4, "udp", 30.0), (4, "tcp", 31.0), (6, "udp", 29.0),
-                            (6, "tcp", 30.0))]
+                            (6, "tcp", 30.0)) for w in (-0.1, 0.0, 0.1)]
     out = CHECKS["ze:4"](claims.Data(old))
     assert out.status == "holds"
     assert status("ze:3", old) == "not measured"
@@ -511,8 +572,8 @@ def test_gm6_gm7_fit_the_emulators_own_pi_as_the_paper_fitted_its_own() -> None:
         out = CHECKS[cid](claims.Data(emu))
         assert out.status == "holds", out
         assert "π fitted here 4.4 µs" in out.evidence
-    net = claims._gm_net_owd(claims.Data(emu))
-    pi = claims.fit_pi(net)
+    net = _gm_net_owd(claims.Data(emu))
+    pi = fit_pi(net)
     assert pi is not None and pi == pytest.approx(4.4e-6, abs=1e-9)
 
 

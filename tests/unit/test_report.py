@@ -3,19 +3,17 @@ paper-vs-emulator tables, quoted numbers, the ledger, provenance and failed tria
 
 from __future__ import annotations
 
-import sys
-import types
+import json
 from contextlib import closing
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testbed import models, results
+from testbed import models, papers, results
 from testbed.cli import main
-from testbed.report import papers
+from testbed.report.claims import ClaimResult
 from testbed.report.data import load
 from testbed.report.render import build, write_report
 from testbed.stats import describe
@@ -161,34 +159,25 @@ class Tables(HTMLParser):
             self.cell.append(data)
 
 
-@dataclass(frozen=True)
-class FakeClaim:
-    claim_id: str
-    paper: str
-    text: str
-    status: str
-    evidence: str
-    reason: str = ""
+def _fake_evaluate(calls: list[tuple[str, int]]) -> Any:
+    """A stand-in for testbed.report.claims.evaluate (tests of the page only)."""
 
+    def evaluate(paper: Any, trials: Any, runs: Any = ()) -> list[ClaimResult]:
+        pid = paper.id
+        calls.append((pid, len(list(trials))))
+        return [ClaimResult(f"{pid[:2]}:1", pid, "IPv4 beats IPv6", "holds", "9.1 > 8.9",
+                            n=4, effect=0.02, interval=(0.01, 0.03),
+                            tolerance="> 0 (the paper's sec. 4)"),
+                ClaimResult(f"{pid[:2]}:2", pid, "vendor claim", "not measurable here", "",
+                            "a Linux router is not a Cisco 1841")]
 
-def _fake_claims_module(calls: list[tuple[str, int]]) -> types.ModuleType:
-    """A stand-in for testbed.report.claims (the other branch's module), tests only."""
-
-    def evaluate(paper: str, trials: Any, runs: Any = ()) -> list[FakeClaim]:
-        calls.append((paper, len(list(trials))))
-        return [FakeClaim(f"{paper[:2]}:1", paper, "IPv4 beats IPv6", "holds", "9.1 > 8.9"),
-                FakeClaim(f"{paper[:2]}:2", paper, "vendor claim", "not measurable here", "",
-                          "a Linux router is not a Cisco 1841")]
-
-    mod = types.ModuleType("testbed.report.claims")
-    mod.evaluate = evaluate  # type: ignore[attr-defined]
-    return mod
+    return evaluate
 
 
 @pytest.fixture
 def fake_claims(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     calls: list[tuple[str, int]] = []
-    monkeypatch.setitem(sys.modules, "testbed.report.claims", _fake_claims_module(calls))
+    monkeypatch.setattr("testbed.report.render.evaluate", _fake_evaluate(calls))
     return calls
 
 
@@ -199,7 +188,7 @@ def built(tmp_path_factory: pytest.TempPathFactory
     tmp = tmp_path_factory.mktemp("report")
     calls: list[tuple[str, int]] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(sys.modules, "testbed.report.claims", _fake_claims_module(calls))
+        mp.setattr("testbed.report.render.evaluate", _fake_evaluate(calls))
         db = make_db(tmp / "r.sqlite")
         rep = write_report(db, tmp / "out", experiments=["gamess-morales", "gometz-2015",
                                                          "zeadally-2004", "dobrinov-2016",
@@ -294,10 +283,10 @@ def test_quotes_ledger_provenance_failures(built: Built) -> None:
     go = {q.what: q.ours for q in secs["gometz-2015"].quotes}
     assert go["frame loss rate, every test"].startswith("max 0.00 %")
     # ledger from evaluate(), once per paper, with the paper's trials
-    assert sorted(p for p, _n in fake_claims) == sorted(papers.PAPER_EXPERIMENTS)
+    assert sorted(p for p, _n in fake_claims) == sorted(papers.builtin_ids())
     assert dict(fake_claims)["gamess-morales"] == 16
-    assert rep.counts() == {"holds": 5, "does not hold": 0, "not measured": 0,
-                            "not measurable here": 5}
+    assert rep.counts() == {"holds": 5, "does not hold": 0, "inconclusive": 0,
+                            "not measured": 0, "not measurable here": 5, "error": 0}
     assert "a Linux router is not a Cisco 1841" in html
     # provenance: tier and clock from the run; failed trials with their reason
     tr = secs["quintero-2016"].runs[0]
@@ -308,22 +297,15 @@ def test_quotes_ledger_provenance_failures(built: Built) -> None:
     assert "did not listen on udp port 20001" in html
 
 
-def test_without_claims_module_the_page_says_so(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
+def test_a_ledger_that_cannot_be_evaluated_says_why(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_a: Any) -> Any:
+        raise RuntimeError("registry broken")
 
-    real = importlib.import_module
-
-    def no_claims(name: str, *a: Any) -> Any:
-        if name == "testbed.report.claims":
-            raise ModuleNotFoundError(name=name)
-        return real(name, *a)
-
-    monkeypatch.setattr("testbed.report.render.importlib.import_module", no_claims)
+    monkeypatch.setattr("testbed.report.render.evaluate", broken)
     db = make_db(tmp_path / "r.sqlite")
     rep = write_report(db, tmp_path / "o", experiments=["gometz-2015"])
-    assert "claims module (testbed.report.claims) is not part of this build" in \
-        rep.html.read_text()
+    assert "could not be evaluated: RuntimeError: registry broken" in rep.html.read_text()
 
 
 def test_selection_errors(tmp_path: Path) -> None:
@@ -349,6 +331,22 @@ def test_report_command(tmp_path: Path, fake_claims: Any, capsys: pytest.Capture
     assert str(tmp_path / "rep" / "index.html") in err
     assert "holds: 1" in err and "not measurable here: 1" in err
     assert (tmp_path / "rep" / "gm-throughput-ethernet.svg").exists()
+    doc = json.loads((tmp_path / "rep" / "ledger.json").read_text())
+    first = doc["claims"][0]
+    assert (first["id"], first["verdict"], first["n"], first["interval"]) == (
+        "ga:1", "holds", 4, [0.01, 0.03])
+    assert first["tolerance"] == "> 0 (the paper's sec. 4)"
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "tolerance (source)" in html and "on the paper's data" in html
+    # the same ledger twice: nothing differs (exit 0); one verdict changed: listed (exit 1)
+    assert main(["report", "--compare", str(tmp_path / "rep"),
+                 str(tmp_path / "rep" / "ledger.json")]) == 0
+    doc["claims"][0]["verdict"] = "inconclusive"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["report", "--compare", str(tmp_path / "rep"), str(tmp_path / "b.json")]) == 1
+    assert capsys.readouterr().out == "ga:1: holds -> inconclusive\n"
+    assert main(["report", "--compare", str(tmp_path / "rep"), str(tmp_path / "none")]) == 2
 
 
 def test_build_uses_only_the_selection(tmp_path: Path, fake_claims: Any) -> None:

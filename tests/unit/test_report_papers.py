@@ -1,12 +1,13 @@
-"""The papers' printed numbers in testbed.report.papers against the model (testbed.models) and
-against the cells tests/unit/test_models.py checks."""
+"""The papers' printed numbers in testbed.papers.gamess_morales against the model
+(testbed.models) and against the cells tests/unit/test_models.py checks; the paper registry."""
 
 from __future__ import annotations
 
 import pytest
 
 from testbed import models
-from testbed.report import papers
+from testbed import papers as registry
+from testbed.papers import gamess_morales as papers
 
 RATES = [models.RATES[r] for r in papers.RATE_NAMES]
 
@@ -64,8 +65,10 @@ def test_measured_owd_cells(table: dict[int, tuple[tuple[int, ...], ...]], n: in
     assert table[n][0][routers] == value
 
 
-def test_every_paper_has_experiments_and_title() -> None:
-    assert set(papers.PAPER_EXPERIMENTS) == set(papers.PAPER_TITLES)
-    assert papers.paper_of("transition") == "quintero-2016"
-    assert papers.paper_of("smoke") is None
-    assert {q.paper for q in papers.QUOTES} <= set(papers.PAPER_EXPERIMENTS)
+def test_every_paper_has_experiments_title_and_citation() -> None:
+    for p in registry.all_papers():
+        assert p.experiments and p.title and p.citation and p.claims
+        assert all(q.where for q in p.quotes)
+    p = registry.paper_of("transition")
+    assert p is not None and p.id == "quintero-2016"
+    assert registry.paper_of("smoke") is None

@@ -13,8 +13,8 @@ from testbed import results
 from testbed.errors import SpecError
 from testbed.features import dhcp_client, dhcp_server, ipsec, qos
 from testbed.measure.kinds import featurecheck
+from testbed.papers.gometz_2015 import features as report
 from testbed.plan import Plan, compile_plan
-from testbed.report import features as report
 from testbed.topology import load_topology, topology_from_dict
 
 TOPO = Path(__file__).resolve().parents[2] / "topologies"
@@ -250,7 +250,10 @@ def test_feature_matrix_and_profile_table() -> None:
 
 
 def test_claims_go6_to_go10_from_feature_checks() -> None:
+    from testbed.papers.gometz_2015.claims import CLAIMS
     from testbed.report import claims
+
+    checks = {c.id: c.check for c in CLAIMS}
 
     def fc(feature: str, ip: int, status: str) -> results.TrialRow:
         return _trial("featurecheck", {"feature": feature, "ip": ip}, {},
@@ -263,14 +266,14 @@ def test_claims_go6_to_go10_from_feature_checks() -> None:
             _trial("routerprofile", {"profile": "nat", "ip": 4}, {"throughput_bps": 6e9},
                    {})]  # fmt: skip
     d = claims.Data(rows)
-    go6 = claims.CHECKS["go:6"](d)
+    go6 = checks["go:6"](d)
     assert go6.status == "holds" and "nptv6 IPv6: 1/1 work" in go6.evidence
-    go8 = claims.CHECKS["go:8"](d)
+    go8 = checks["go:8"](d)
     assert go8.status == "does not hold" and "firewall IPv6" in go8.reason
-    go9 = claims.CHECKS["go:9"](d)
+    go9 = checks["go:9"](d)
     assert go9.status == "not measured" and "ipsec IPv4" in go9.reason
-    assert claims.CHECKS["go:7"](d).status == "not measured"
-    go10 = claims.CHECKS["go:10"](d)
+    assert checks["go:7"](d).status == "not measured"
+    go10 = checks["go:10"](d)
     assert (
         go10.status == "not measurable here" and "IPv4 nat/plain throughput 0.75" in go10.evidence
     )
@@ -312,7 +315,10 @@ def test_feature_matrix_cell_names_the_tier_that_could_build_it() -> None:
 
 
 def test_claim_counts_a_tier_that_could_build_the_feature() -> None:
+    from testbed.papers.gometz_2015.claims import CLAIMS
     from testbed.report import claims
+
+    checks = {c.id: c.check for c in CLAIMS}
 
     def fc(feature: str, ip: int, status: str) -> results.TrialRow:
         return _trial("featurecheck", {"feature": feature, "ip": ip}, {},
@@ -320,7 +326,7 @@ def test_claim_counts_a_tier_that_could_build_the_feature() -> None:
 
     host = [fc(f, ip, "not supported") for f in ("ipsec", "qos-hfsc") for ip in (4, 6)]
     vm = [fc(f, ip, "works") for f in ("ipsec", "qos-hfsc", "qos") for ip in (4, 6)]
-    out = claims.CHECKS["go:9"](claims.Data(host + vm))
+    out = checks["go:9"](claims.Data(host + vm))
     assert out.status == "holds" and "ipsec IPv4: 1/1 work" in out.evidence
 
 

@@ -1,0 +1,356 @@
+"""The statistics behind a verdict: a relative effect with its 95 % interval (t on the log ratio
+of two means; several cells pooled), a comparison of it against a stated tolerance (above,
+below, within by TOST), Holm-corrected p-values, a trend's slope with its interval and a sign
+test across cells. Each turns into an `Outcome` that says holds / does not hold / inconclusive
+and, when inconclusive, what would decide it."""
+
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from testbed.report.claims import Data, Outcome, Status, not_measured, param
+from testbed.results import TrialRow
+
+Expect = Literal["above", "below", "within"]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A relative effect b/a - 1 with its 95 % interval; `log_se` and `df` (log scale) let
+    several be pooled. n: the observations behind it (both sides, all cells)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    log_se: float
+    df: float
+    cells: int = 1
+
+
+def _t(df: float, q: float = 0.975) -> float:
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(q, df)) if df > 0 and math.isfinite(df) else 1.959964
+
+
+def _mean_var(v: Sequence[float]) -> tuple[float, float]:
+    m = math.fsum(v) / len(v)
+    var = math.fsum((x - m) ** 2 for x in v) / (len(v) - 1) if len(v) > 1 else 0.0
+    return m, var
+
+
+def ratio(a: Sequence[float], b: Sequence[float], exact: bool = False) -> Effect | None:
+    """b's mean over a's, less one, with a 95 % interval from the log ratio (delta method,
+    Welch-Satterthwaite df). None when a side has fewer than 2 values (unless `exact`: numbers
+    as a paper prints them, taken as they are) or a mean is not > 0."""
+    if (len(a) < 2 or len(b) < 2) and not (exact and a and b):
+        return None
+    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    if ma <= 0 or mb <= 0:
+        return None
+    ca, cb = va / (len(a) * ma * ma), vb / (len(b) * mb * mb)
+    se = math.sqrt(ca + cb)
+    den = (ca * ca / (len(a) - 1) if ca else 0.0) + (cb * cb / (len(b) - 1) if cb else 0.0)
+    df = (ca + cb) ** 2 / den if den > 0 else math.inf
+    lr, h = math.log(mb / ma), _t(df) * se
+    return Effect(mb / ma - 1, math.exp(lr - h) - 1, math.exp(lr + h) - 1, len(a) + len(b),
+                  se, df)
+
+
+def pool(effects: Sequence[Effect]) -> Effect | None:
+    """Several cells' effects as one: with 3 or more cells a t interval over the cells' log
+    ratios (the cells are the replicates: their spread includes the noise); with 1-2 cells
+    the mean of the log ratios with their own standard errors."""
+    if not effects:
+        return None
+    logs = [math.log1p(e.value) for e in effects]
+    n = sum(e.n for e in effects)
+    k = len(effects)
+    if k >= 3:
+        m, var = _mean_var(logs)
+        se_cells = math.sqrt(var / k)
+        se_within = math.sqrt(math.fsum(e.log_se ** 2 for e in effects)) / k
+        se, df = max(se_cells, se_within), float(k - 1)
+    else:
+        m = math.fsum(logs) / k
+        se = math.sqrt(math.fsum(e.log_se ** 2 for e in effects)) / k
+        df = min(e.df for e in effects)
+    h = _t(df) * se
+    return Effect(math.expm1(m), math.expm1(m - h), math.expm1(m + h), n, se, df, k)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """mean(b) - mean(a) with its 95 % Welch interval (quantities near 0, e.g. CPU points)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+
+
+def difference(a: Sequence[float], b: Sequence[float]) -> Difference | None:
+    """None when a side has fewer than 2 values."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    ca, cb = va / len(a), vb / len(b)
+    den = (ca * ca / (len(a) - 1) if ca else 0.0) + (cb * cb / (len(b) - 1) if cb else 0.0)
+    df = (ca + cb) ** 2 / den if den > 0 else math.inf
+    h = _t(df) * math.sqrt(ca + cb)
+    return Difference(mb - ma, mb - ma - h, mb - ma + h, len(a) + len(b))
+
+
+def mean_ci(values: Sequence[float], exact: bool = False) -> Difference | None:
+    """A mean with its 95 % t interval (None below 2 values unless `exact`)."""
+    if not values or (len(values) < 2 and not exact):
+        return None
+    m, var = _mean_var(values)
+    h = _t(len(values) - 1) * math.sqrt(var / len(values)) if len(values) > 1 else 0.0
+    return Difference(m, m - h, m + h, len(values))
+
+
+def side(ci: Difference | None, low: float, high: float) -> Status:
+    """holds when the interval lies inside [low, high], does not hold when wholly outside it,
+    inconclusive when it straddles an edge or is missing. One-sided (an infinite edge): above
+    `low` holds only strictly above it and does not hold at or below it (below `high` alike)."""
+    if ci is None:
+        return "inconclusive"
+    if high == math.inf:
+        return "holds" if ci.low > low else "does not hold" if ci.high <= low else "inconclusive"
+    if low == -math.inf:
+        return "holds" if ci.high < high else "does not hold" if ci.low >= high else (
+            "inconclusive")
+    if low <= ci.low and ci.high <= high:
+        return "holds"
+    if ci.high < low or ci.low > high:
+        return "does not hold"
+    return "inconclusive"
+
+
+def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], exact: bool = False
+                ) -> Effect | None:
+    """b over a in several cells, pooled (`pool`). A cell of one repetition a side counts as a
+    point; with fewer than 3 cells every cell needs its own interval (None otherwise), unless
+    `exact` (a paper's printed numbers)."""
+    effects: list[Effect] = []
+    for a, b in pairs:
+        if not a or not b:
+            continue
+        e = ratio(a, b)
+        if e is None:
+            ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
+            if ma <= 0 or mb <= 0:
+                continue
+            e = Effect(mb / ma - 1, mb / ma - 1, mb / ma - 1, len(a) + len(b), 0.0, math.inf)
+            if len(pairs) < 3 and not exact:
+                return None
+        effects.append(e)
+    if len(effects) < 3 and not exact and any(e.log_se == 0 and e.n < 4 for e in effects):
+        return None
+    return pool(effects)
+
+
+def shrinks(a: Effect | None, b: Effect | None) -> Effect | None:
+    """How b's effect compares with a's: (1 + b) / (1 + a) - 1 with the interval of the
+    difference of their log ratios (None without both intervals)."""
+    if a is None or b is None:
+        return None
+    lr = math.log1p(b.value) - math.log1p(a.value)
+    se = math.sqrt(a.log_se ** 2 + b.log_se ** 2)
+    df = min(a.df, b.df)
+    h = _t(df) * se
+    return Effect(math.expm1(lr), math.expm1(lr - h), math.expm1(lr + h), a.n + b.n, se, df, 2)
+
+
+def tost_p(e: Effect, margin: float) -> float:
+    """Two one-sided tests of |effect| < margin (on the log scale): the larger p-value."""
+    from scipy import stats as sps
+
+    if e.log_se == 0:
+        return 0.0 if abs(e.value) < margin else 1.0
+    lr = math.log1p(e.value)
+    lo, hi = math.log1p(-margin) if margin < 1 else -math.inf, math.log1p(margin)
+    df = e.df if math.isfinite(e.df) else 1e6
+    p_lo = float(sps.t.sf((lr - lo) / e.log_se, df))
+    p_hi = float(sps.t.cdf((lr - hi) / e.log_se, df))
+    return max(p_lo, p_hi)
+
+
+def pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def describe_effect(e: Effect) -> str:
+    where = f", {e.cells} cells" if e.cells > 1 else ""
+    return f"effect {pct(e.value)} (95 % interval {pct(e.low)} … {pct(e.high)}; n = {e.n}{where})"
+
+
+def judge(e: Effect | None, expect: Expect, bound: float, tolerance: str, what: str,
+          needs: str = "two or more repetitions on each side") -> Outcome:
+    """An effect against a stated tolerance. above: holds when the whole interval is above
+    `bound`, does not hold when it is below; below: the mirror; within: holds when the
+    interval lies inside ±bound (TOST at 2.5 % a side), does not hold when it lies outside.
+    Anything else (the interval straddles the tolerance, or no interval) is inconclusive."""
+    if e is None:
+        return Outcome("inconclusive", f"{what}: no interval", f"evidence short: needs {needs}",
+                       tolerance=tolerance)
+    ev = f"{what}: {describe_effect(e)}"
+    if expect == "above":
+        ok, bad = e.low > bound, e.high < bound
+        rule = f"needs the interval above {pct(bound)}"
+    elif expect == "below":
+        ok, bad = e.high < bound, e.low > bound
+        rule = f"needs the interval below {pct(bound)}"
+    else:
+        ok, bad = -bound <= e.low and e.high <= bound, e.low > bound or e.high < -bound
+        ev += f"; TOST p = {tost_p(e, bound):.3g} for ±{bound:.0%}"
+        rule = f"needs the interval inside ±{bound:.0%}"
+    status: Status = "holds" if ok else "does not hold" if bad else "inconclusive"
+    reason = "" if status != "inconclusive" else (
+        f"the interval straddles the tolerance ({rule}): more repetitions would narrow it")
+    return Outcome(status, ev, reason, e.n, e.value, (e.low, e.high), tolerance)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [0.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+@dataclass(frozen=True)
+class Slope:
+    value: float
+    low: float
+    high: float
+    r2: float
+    n: int
+
+
+def slope(xs: Sequence[float], ys: Sequence[float]) -> Slope | None:
+    """Least-squares slope with its 95 % interval (None below 3 points or with one x)."""
+    if len(xs) < 3 or len(set(xs)) < 2:
+        return None
+    from scipy import stats as sps
+
+    r = sps.linregress(xs, ys)
+    h = _t(len(xs) - 2) * float(r.stderr)
+    return Slope(float(r.slope), float(r.slope) - h, float(r.slope) + h, float(r.rvalue) ** 2,
+                 len(xs))
+
+
+def sign_test(k: int, n: int) -> tuple[float, float, float]:
+    """k of n cells go the claimed way: (share, its 95 % Clopper-Pearson interval)."""
+    from scipy import stats as sps
+
+    lo = float(sps.beta.ppf(0.025, k, n - k + 1)) if k > 0 else 0.0
+    hi = float(sps.beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0
+    return k / n, lo, hi
+
+
+EXACT_SHARE = 0.9
+
+
+def judge_share(k: int, n: int, tolerance: str, what: str, *, least: float = 0.5,
+                exact: bool = False) -> Outcome:
+    """Most cells go the claimed way: holds when the 95 % interval of the share lies above
+    `least` (a sign test), does not hold when below; else inconclusive. With `exact` cells
+    (printed or virtual-clock numbers: no noise decides a cell's sign) it holds when at least
+    90 % of the cells go the claimed way and does not hold otherwise."""
+    if n == 0:
+        return Outcome("inconclusive", f"{what}: no cells", "evidence short: needs cells",
+                       tolerance=tolerance)
+    if exact:
+        ok = k >= EXACT_SHARE * n
+        return Outcome("holds" if ok else "does not hold",
+                       f"{what}: {k}/{n} cells ({k / n:.0%}; exact numbers: at least "
+                       f"{EXACT_SHARE:.0%} asked)", "", n, k / n, (k / n, k / n), tolerance)
+    share, lo, hi = sign_test(k, n)
+    ev = (f"{what}: {k}/{n} cells ({share:.0%}, 95 % interval {lo:.0%} … {hi:.0%}; "
+          f"sign test against {least:.0%})")
+    status: Status = "holds" if lo > least else "does not hold" if hi < least else "inconclusive"
+    reason = "" if status != "inconclusive" else (
+        f"the share's interval straddles {least:.0%}: more cells would decide it")
+    return Outcome(status, ev, reason, n, share, (lo, hi), tolerance)
+
+
+def judge_all(cells: Sequence[tuple[str, Effect | None]], expect: Expect, bound: float,
+              tolerance: str, what: str, needs: str = "two or more repetitions per cell"
+              ) -> Outcome:
+    """A claim about every cell: holds when every cell's interval holds (`judge`), does not
+    hold when some cell's interval is wholly on the wrong side; else inconclusive. n, effect
+    and interval are the worst cell's (farthest from the claimed side)."""
+    if not cells:
+        return Outcome("inconclusive", f"{what}: no cells", "evidence short: needs cells",
+                       tolerance=tolerance)
+    verdicts = [(label, e, judge(e, expect, bound, tolerance, label, needs))
+                for label, e in cells]
+    statuses = {o.status for _, _, o in verdicts}
+    status: Status = ("does not hold" if "does not hold" in statuses else "holds"
+                      if statuses == {"holds"} else "inconclusive")
+
+    def badness(e: Effect | None) -> float:
+        if e is None:
+            return math.inf
+        return {"above": -e.low, "below": e.high}.get(expect, max(abs(e.low), abs(e.high)))
+
+    _, worst, _ = max(verdicts, key=lambda v: badness(v[1]))
+    ev = f"{what}: " + "; ".join(
+        f"{label} {pct(e.value)} ({pct(e.low)} … {pct(e.high)})" if e else f"{label} no interval"
+        for label, e, _ in verdicts)
+    short = [label for label, e, _ in verdicts if e is None]
+    reason = "" if status != "inconclusive" else (
+        f"evidence short at {', '.join(short)}: needs {needs}" if short else
+        "an interval straddles the tolerance: more repetitions would narrow it")
+    return Outcome(status, ev, reason, sum(e.n for _, e, _ in verdicts if e) or None,
+                   worst.value if worst else None,
+                   (worst.low, worst.high) if worst else None, tolerance)
+
+
+def compare(kind: str, metric: str, a: Mapping[str, Any], b: Mapping[str, Any],
+            expect: Expect, bound: float, tolerance: str, what: str,
+            cells: Sequence[str] = (), needs: str = "two or more repetitions a side"
+            ) -> Callable[[Data], Outcome]:
+    """A claim's check declared as data: `metric` of the `kind` trials whose parameters match
+    `b`, over those matching `a` (b/a - 1), per cell (the parameters named in `cells`), pooled
+    over the cells and judged against `bound` (`judge`). E.g. ze:6:
+    compare("stackcost", "tcp_socket_create_us", {"ip": 4}, {"ip": 6}, "above", 0.06, ...)."""
+
+    def side_of(r: TrialRow) -> str | None:
+        for name, want in (("a", a), ("b", b)):
+            if all(param(r, k) == v for k, v in want.items()):
+                return name
+        return None
+
+    def key(r: TrialRow) -> tuple[Any, ...] | None:
+        s = side_of(r)
+        return None if s is None else (s, *(param(r, c) for c in cells))
+
+    def check(d: Data) -> Outcome:
+        rows = d.select(kind)
+        vals = d.cells(rows, metric, key)
+        keys = sorted({k[1:] for k in vals if k[0] == "a" and ("b", *k[1:]) in vals}, key=str)
+        if not keys:
+            return not_measured(f"{metric} of {kind} trials with {dict(a)} and with {dict(b)}")
+        pairs = [(vals[("a", *k)], vals[("b", *k)]) for k in keys]
+        exact = d.exact_rows(rows)
+        e = ratio(*pairs[0], exact=exact) if len(pairs) == 1 else cells_ratio(pairs, exact)
+        la = ",".join(f"{k}={v}" for k, v in a.items())
+        lb = ",".join(f"{k}={v}" for k, v in b.items())
+        means = "; ".join(f"{'/'.join(map(str, k)) + ': ' if k else ''}"
+                          f"{la} {math.fsum(x) / len(x):.4g} vs {lb} {math.fsum(y) / len(y):.4g}"
+                          for k, (x, y) in zip(keys, pairs, strict=True))
+        o = judge(e, expect, bound, tolerance, what, needs)
+        return replace(o, evidence=f"{means}; {o.evidence}")
+
+    return check

@@ -1,0 +1,131 @@
+"""The verdict engine (testbed.report.verdict) and the claims Data's environments: intervals,
+tolerances, inconclusive answers, Holm, TOST, and cells that never pool tiers or clocks."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from testbed import papers
+from testbed.report import claims, verdict
+from testbed.results import TrialRow
+
+_keys = itertools.count()
+
+
+def row(kind: str, metrics: dict[str, float], point: dict[str, Any], *, run: str = "run1",
+        clock: dict[str, Any] | None = None) -> TrialRow:
+    return TrialRow(f"k{next(_keys)}", run, "zeadally-2004", "quick", "m", kind, point, "", 0,
+                    0.0, 1.0, "ok", None, metrics, {"params": {}, "clock": clock}, {}, [])
+
+
+def check(cid: str, trials: list[TrialRow], runs: list[dict[str, Any]] | None = None
+          ) -> claims.Outcome:
+    c = next(c for p in papers.all_papers() for c in p.claims if c.id == cid)
+    return c.check(claims.Data(trials, runs or []))
+
+
+def stack(v4: list[float], v6: list[float], metric: str = "tcp_socket_create_us"
+          ) -> list[TrialRow]:
+    return ([row("stackcost", {metric: v}, {"ip": 4}) for v in v4]
+            + [row("stackcost", {metric: v}, {"ip": 6}) for v in v6])
+
+
+def test_ratio_interval_and_tolerance() -> None:
+    e = verdict.ratio([10.0, 10.1, 9.9], [11.2, 11.3, 11.1])
+    assert e is not None and e.value == pytest.approx(0.12, abs=1e-3)
+    assert e.low < 0.12 < e.high and e.n == 6
+    assert verdict.judge(e, "above", 0.06, "t", "x").status == "holds"
+    assert verdict.judge(e, "below", 0.06, "t", "x").status == "does not hold"
+    wide = verdict.ratio([10.0, 12.0], [11.0, 13.0])
+    out = verdict.judge(wide, "above", 0.06, "t", "x")
+    assert out.status == "inconclusive" and "straddles" in out.reason
+    short = verdict.judge(verdict.ratio([10.0], [11.0]), "above", 0.06, "t", "x", needs="more")
+    assert short.status == "inconclusive" and short.reason == "evidence short: needs more"
+
+
+def test_a_socket_a_tenth_of_a_percent_dearer_is_no_plus_twelve() -> None:
+    # the old sign test made ze:6 hold on any IPv6 excess
+    out = check("ze:6", stack([3.0, 3.01, 2.99, 3.0], [3.003, 3.013, 2.993, 3.003]))
+    assert out.status == "does not hold", out
+    assert out.interval is not None and out.n == 8 and "half the paper's +12.0%" in out.tolerance
+    # noisy enough to straddle the half-effect bound: inconclusive, never a flip
+    noisy = check("ze:6", stack([3.0, 3.6, 2.5], [3.2, 3.9, 2.8]))
+    assert noisy.status == "inconclusive" and "more repetitions" in noisy.reason
+    assert check("ze:6", stack([3.0], [3.4])).status == "inconclusive"
+
+
+def test_tost_and_holm() -> None:
+    same = verdict.ratio([100.0, 100.2, 99.8, 100.1], [100.1, 99.9, 100.0, 100.2])
+    assert same is not None and verdict.tost_p(same, 0.05) < 0.001
+    assert verdict.judge(same, "within", 0.05, "t", "x").status == "holds"
+    far = verdict.ratio([100.0, 100.2, 99.8], [120.0, 120.2, 119.8])
+    assert far is not None and verdict.tost_p(far, 0.05) > 0.5
+    assert verdict.judge(far, "within", 0.05, "t", "x").status == "does not hold"
+    assert verdict.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_slope_and_sign_test() -> None:
+    s = verdict.slope([1, 2, 3, 4], [2.0, 4.1, 5.9, 8.0])
+    assert s is not None and s.low > 1.5 and s.high < 2.5
+    assert verdict.judge_share(58, 60, "t", "x").status == "holds"
+    assert verdict.judge_share(30, 60, "t", "x").status == "inconclusive"
+    assert verdict.judge_share(5, 60, "t", "x").status == "does not hold"
+
+
+def test_cells_of_two_clocks_are_never_pooled() -> None:
+    real = [row("stackcost", {"connections_per_s": 450.0 + i}, {"ip": ip}) for ip in (4, 6)
+            for i in range(3)]
+    virt = [row("stackcost", {"connections_per_s": 10.0 + i}, {"ip": ip},
+                clock={"clock": "virtual", "in_vm": True}) for ip in (4, 6) for i in range(2)]
+    d = claims.Data(real + virt)
+    cells = d.cells(d.select("stackcost"), "connections_per_s", lambda r: (r.point["ip"],))
+    assert cells[(4,)] == [450.0, 451.0, 452.0]  # the environment with the most trials
+    assert any("never pooled" in n and "vm/virtual" in n for n in d.notes)
+
+
+def test_by_construction_is_labelled_and_not_confirmation() -> None:
+    from testbed.report.claims import evaluate
+
+    res = {r.claim_id: r for r in evaluate("dobrinov-2016", [])}
+    assert res["do:1"].basis.startswith("by construction")
+    assert res["do:13"].basis.startswith("cause absent here")
+    gm = {r.claim_id: r for r in evaluate("gamess-morales", [])}
+    assert all(gm[c].basis.startswith("by construction") for c in ("gm:2", "gm:3", "gm:9"))
+    held = claims.ClaimResult("x:1", "x", "t", "holds", "", basis="by construction: framing")
+    assert not held.confirms
+
+
+def test_virtual_clock_numbers_are_taken_as_they_are() -> None:
+    # the virtual clock gives the same numbers on every run (docs/vm.md): one repetition a cell
+    # is enough; on the real clock two cells of one repetition are not
+    def rtt(clock: dict[str, Any] | None) -> list[TrialRow]:
+        out = []
+        for ip, size, proto in itertools.product((4, 6), (64,), ("udp", "tcp")):
+            t = row("pingpong", {"rtt_median_us": 60.0 * (0.9 if ip == 6 else 1.0)},
+                    {"ip": ip, "size": size}, clock=clock)
+            t.result["params"] = {"protocol": proto}
+            out.append(t)
+        return out
+
+    virtual = rtt({"clock": "virtual", "in_vm": True})
+    assert claims.Data(virtual).exact_rows(virtual)
+    assert check("ze:5", virtual).status == "holds"
+    out = check("ze:5", rtt(None))
+    assert out.status == "inconclusive" and "evidence short" in out.reason
+
+
+def test_side_of_a_bound() -> None:
+    import math
+
+    d = verdict.difference([1.0, 1.1, 0.9], [3.0, 3.1, 2.9])
+    assert verdict.side(d, 0.0, math.inf) == "holds"
+    assert verdict.side(d, -math.inf, 0.0) == "does not hold"
+    assert verdict.side(d, 1.0, 3.0) == "holds" and verdict.side(d, 5.0, 6.0) == "does not hold"
+    same = verdict.mean_ci([0.0], exact=True)  # exactly no effect: "above 0" does not hold
+    assert verdict.side(same, 0.0, math.inf) == "does not hold"
+    assert verdict.side(verdict.difference([1.0, 2.0], [1.5, 1.0]), 0.0, math.inf) == \
+        "inconclusive"
+    assert verdict.side(None, 0.0, 1.0) == "inconclusive"
