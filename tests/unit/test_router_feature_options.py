@@ -13,7 +13,7 @@ from testbed import results
 from testbed.errors import SpecError
 from testbed.features import dhcp_client, dhcp_server, ipsec, qos
 from testbed.measure.kinds import featurecheck
-from testbed.papers.gometz_2015 import features as report
+from testbed.papers.gometz_2015 import feature_matrix as report
 from testbed.plan import Plan, compile_plan
 from testbed.topology import load_topology, topology_from_dict
 

@@ -1,6 +1,6 @@
 """Gometz 2015, IPv4 and IPv6 in open source routers (RFC 2544): its figures (min/mean/max per
 frame size), the numbers its text quotes, the feature matrix and router-profile table
-(features.py), and its claims (claims.py)."""
+(feature_matrix.py), and its claims (claims.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from testbed.papers import Paper
-from testbed.papers.gometz_2015 import features
+from testbed.papers.gometz_2015 import feature_matrix
 from testbed.papers.gometz_2015.claims import CLAIMS
 from testbed.report.data import Dataset, Value, metric
 from testbed.report.figures import (
@@ -104,8 +104,8 @@ QUOTES: tuple[Quote, ...] = (
 
 def _extras(ds: Dataset, trials: Sequence[TrialRow]) -> dict[str, list[Any]]:
     """The feature matrix and the router-profile table."""
-    return {"feature_rows": list(features.feature_matrix(trials, lambda t: ds.env(t).tier)),
-            "profile_rows": list(features.profile_table(trials))}
+    return {"feature_rows": list(feature_matrix.feature_matrix(trials, lambda t: ds.env(t).tier)),
+            "profile_rows": list(feature_matrix.profile_table(trials))}
 
 
 PAPER = Paper(
