@@ -95,6 +95,8 @@ def _tier(kind: Kind, needs: list[tuple[str, str]],
             else "")
     if lacking:
         return "vm", f"{why} - the host lacks {', '.join(lacking)}"
+    if kind.virtual_reason:
+        return "vm", kind.virtual_reason
     reason = (kind.host_reason if not features else "the host has " + ", ".join(features))
     return "host", reason or "the host has what it needs"
 

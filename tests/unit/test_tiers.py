@@ -41,6 +41,20 @@ def test_a_delay_kind_over_shaped_links_needs_netem_and_says_why() -> None:
     assert {c.reason for c in thr} == {kinds.get("iperf3").host_reason}
 
 
+def test_stack_costs_go_to_the_virtual_clock_unless_the_tier_is_forced() -> None:
+    exp = load_experiment(find_experiment("zeadally-2004"), "quick")
+    stack = [c for c in tiers.choose(exp, lacks()) if c.measurement == "stack"]
+    assert [(c.tier, c.clock, c.reason) for c in stack] == [
+        ("vm", "virtual", kinds.get("stackcost").virtual_reason)]
+    assert "count of instructions" in stack[0].reason
+    forced = [c for c in tiers.choose(exp, lacks(), "host") if c.measurement == "stack"]
+    assert [(c.tier, c.clock) for c in forced] == [("host", "real")]
+    # the other kinds the host runs faithfully stay there
+    assert {c.tier for c in tiers.choose(exp, lacks()) if c.measurement.endswith("throughput")} \
+        == {"host"}
+    assert [k.name for k in kinds.KINDS.values() if k.virtual_reason] == ["stackcost"]
+
+
 @pytest.mark.parametrize(("names", "timed"), [
     (["iperf3", "rfc2544"], []),
     (["iperf3", "pingpong", "load"], ["load", "pingpong"]),

@@ -172,6 +172,10 @@ class Kind:
     # that a new kind says whether it times delays over the links or a rate through them
     measures: Measures = field(kw_only=True)
     host_reason: str = ""  # why the host kernel measures it faithfully (`reproduce` says it)
+    # why its numbers belong on the virtual clock even where the host could run it (a CPU cost:
+    # the host's clock gives noise, the virtual clock a count of instructions); set, `reproduce`
+    # runs it in the full-kernel tier on the virtual clock
+    virtual_reason: str = ""
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

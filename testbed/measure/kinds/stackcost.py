@@ -51,4 +51,6 @@ KIND = Kind(
     runner=run,
     measures="cost",
     host_reason="end-system stack costs: no link timing involved",
+    virtual_reason="end-system stack costs: on the virtual clock a cost is a count of "
+                   "instructions, the same in every run; the host's clock adds its load's noise",
 )
