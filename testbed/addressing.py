@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from testbed.errors import SpecError
-from testbed.topology import Link, Topology
+from testbed.topology_model import Link, Topology
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPIface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
@@ -84,7 +84,6 @@ def link_families(topo: Topology, link: Link) -> tuple[int, ...]:
 
 def plan_addresses(topo: Topology) -> AddressPlan:
     """Assign interface names, subnets and addresses, then compute the static routes."""
-    file = topo.source
     pool4 = ipaddress.IPv4Network(topo.ipv4_pool)
     pool6 = ipaddress.IPv6Network(topo.ipv6_pool)
     n4 = 2 ** (topo.ipv4_prefixlen - pool4.prefixlen)
@@ -101,69 +100,10 @@ def plan_addresses(topo: Topology) -> AddressPlan:
             names[node] = f"eth{k}"
         addrs: dict[str, list[str]] = {link.a: [], link.b: []}
         for fam in fams:
-            explicit = {
-                n: [
-                    a
-                    for a in link.explicit_addresses(n)
-                    if ipaddress.ip_interface(a).version == fam
-                ]
-                for n in (link.a, link.b)
-            }
-            if explicit[link.a] or explicit[link.b]:
-                if not (explicit[link.a] and explicit[link.b]):
-                    raise SpecError(
-                        file,
-                        f"{link.key}.addresses",
-                        f"IPv{fam} address given for only one end",
-                        "addresses for both ends, or for neither",
-                    )
-                ia = ipaddress.ip_interface(explicit[link.a][0])
-                ib = ipaddress.ip_interface(explicit[link.b][0])
-                if ia.network != ib.network:
-                    raise SpecError(
-                        file,
-                        f"{link.key}.addresses",
-                        f"{ia} and {ib} are not on one subnet",
-                        "two addresses of the same subnet",
-                    )
-                if ia.ip == ib.ip:
-                    raise SpecError(
-                        file,
-                        f"{link.key}.addresses",
-                        f"both ends have the address {ia.ip}",
-                        "distinct addresses",
-                    )
-                subnets[(link.index, fam)] = ia.network
-                addrs[link.a] += explicit[link.a]
-                addrs[link.b] += explicit[link.b]
-                continue
-            given = link.subnet4 if fam == 4 else link.subnet6
-            if given is not None:
-                net: IPNet = ipaddress.ip_network(given)
-            else:
-                count = n4 if fam == 4 else n6
-                if link.index >= count:
-                    raise SpecError(
-                        file,
-                        "addressing",
-                        f"the IPv{fam} pool has room for only "
-                        f"{count} links; this topology has {len(topo.links)}",
-                        "a larger pool or a longer prefix length",
-                    )
-                pool: IPNet = pool4 if fam == 4 else pool6
-                plen = topo.ipv4_prefixlen if fam == 4 else topo.ipv6_prefixlen
-                net = _nth_subnet(pool, plen, link.index)
-            if net.num_addresses < 4 and fam == 4 and net.prefixlen != 31:
-                raise SpecError(
-                    file,
-                    f"{link.key}.ipv4",
-                    f"{net} is too small for two hosts",
-                    "a /30 or larger (or a /31)",
-                )
+            net, ends = _link_subnet(topo, link, fam, (pool4, pool6), (n4, n6))
             subnets[(link.index, fam)] = net
-            first = net.network_address + (0 if net.prefixlen >= 31 and fam == 4 else 1)
-            addrs[link.a].append(f"{first}/{net.prefixlen}")
-            addrs[link.b].append(f"{first + 1}/{net.prefixlen}")
+            addrs[link.a] += ends[0]
+            addrs[link.b] += ends[1]
         for node in (link.a, link.b):
             peer = link.other(node)
             interfaces.append(
@@ -179,6 +119,66 @@ def plan_addresses(topo: Topology) -> AddressPlan:
     _check_overlaps(topo, subnets)
     routes = _compute_routes(topo, interfaces, subnets)
     return AddressPlan(interfaces=tuple(interfaces), routes=tuple(routes))
+
+
+def _link_subnet(topo: Topology, link: Link, fam: int, pools: tuple[IPNet, IPNet],
+                 room: tuple[int, int]) -> tuple[IPNet, tuple[list[str], list[str]]]:
+    """One link's subnet of family `fam` and the addresses of its two ends: the file's explicit
+    addresses, else its `ipv4`/`ipv6` subnet, else the link's share of the pool."""
+    file = topo.source
+    explicit = {
+        n: [a for a in link.explicit_addresses(n) if ipaddress.ip_interface(a).version == fam]
+        for n in (link.a, link.b)
+    }
+    if explicit[link.a] or explicit[link.b]:
+        if not (explicit[link.a] and explicit[link.b]):
+            raise SpecError(
+                file,
+                f"{link.key}.addresses",
+                f"IPv{fam} address given for only one end",
+                "addresses for both ends, or for neither",
+            )
+        ia = ipaddress.ip_interface(explicit[link.a][0])
+        ib = ipaddress.ip_interface(explicit[link.b][0])
+        if ia.network != ib.network:
+            raise SpecError(
+                file,
+                f"{link.key}.addresses",
+                f"{ia} and {ib} are not on one subnet",
+                "two addresses of the same subnet",
+            )
+        if ia.ip == ib.ip:
+            raise SpecError(
+                file,
+                f"{link.key}.addresses",
+                f"both ends have the address {ia.ip}",
+                "distinct addresses",
+            )
+        return ia.network, (explicit[link.a], explicit[link.b])
+    given = link.subnet4 if fam == 4 else link.subnet6
+    if given is not None:
+        net: IPNet = ipaddress.ip_network(given)
+    else:
+        count = room[0] if fam == 4 else room[1]
+        if link.index >= count:
+            raise SpecError(
+                file,
+                "addressing",
+                f"the IPv{fam} pool has room for only "
+                f"{count} links; this topology has {len(topo.links)}",
+                "a larger pool or a longer prefix length",
+            )
+        plen = topo.ipv4_prefixlen if fam == 4 else topo.ipv6_prefixlen
+        net = _nth_subnet(pools[0] if fam == 4 else pools[1], plen, link.index)
+    if net.num_addresses < 4 and fam == 4 and net.prefixlen != 31:
+        raise SpecError(
+            file,
+            f"{link.key}.ipv4",
+            f"{net} is too small for two hosts",
+            "a /30 or larger (or a /31)",
+        )
+    first = net.network_address + (0 if net.prefixlen >= 31 and fam == 4 else 1)
+    return net, ([f"{first}/{net.prefixlen}"], [f"{first + 1}/{net.prefixlen}"])
 
 
 def _nth_subnet(pool: IPNet, prefixlen: int, n: int) -> IPNet:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from testbed import netlink
 from testbed.addressing import Interface
-from testbed.topology import Topology
+from testbed.topology_model import Topology
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,15 @@ def _probe_kernel(wanted: Iterable[str] = KERNEL_FEATURES) -> dict[str, tuple[bo
     return {f: _TRIED[f] for f in KERNEL_FEATURES if f in asked}
 
 
+QDISC_PROBES = {
+    "tbf": ["tbf", "rate", "10mbit", "burst", "3100", "limit", "10000", "mpu", "84",
+            "overhead", "24"],
+    "htb": ["htb", "default", "1"],
+    "hfsc": ["hfsc", "default", "1"],
+    "netem": ["netem", "delay", "1ms", "rate", "10mbit", "24"],  # overhead: positional
+}
+
+
 def _try_kernel(todo: list[str]) -> dict[str, tuple[bool, str]]:
     results: dict[str, tuple[bool, str]] = {}
     if os.geteuid() != 0:
@@ -118,87 +127,51 @@ def _try_kernel(todo: list[str]) -> dict[str, tuple[bool, str]]:
         return results
     try:
         results["netns"] = (True, "created a scratch namespace")
-        dev = "lo"
-        if "veth" in todo or any(q in todo for q in _NEEDS_DEVICE):
-            p = _ip(["-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
-            results["veth"] = (
-                p.returncode == 0,
-                "created a veth pair" if p.returncode == 0 else _msg(p),
-            )
-            dev = "p0" if p.returncode == 0 else "lo"
-            _ip(["-n", ns, "link", "set", dev, "up"])
-        qdiscs = {
-            "tbf": [
-                "tbf",
-                "rate",
-                "10mbit",
-                "burst",
-                "3100",
-                "limit",
-                "10000",
-                "mpu",
-                "84",
-                "overhead",
-                "24",
-            ],
-            "htb": ["htb", "default", "1"],
-            "hfsc": ["hfsc", "default", "1"],
-            "netem": ["netem", "delay", "1ms", "rate", "10mbit", "24"],  # overhead: positional
-        }
-        for name, args in qdiscs.items():
-            if name not in todo:
-                continue
-            q = _tc(ns, ["qdisc", "replace", "dev", dev, "root", *args])
-            results[name] = (
-                q.returncode == 0,
-                f"installed a {name} qdisc"
-                if q.returncode == 0
-                else f"{_msg(q)} (module {MODULE_OF[name]})",
-            )
-            _tc(ns, ["qdisc", "del", "dev", dev, "root"])
-        if "sit" in todo:
-            # explicit endpoints: "remote any local any" would be the kernel's own sit0
-            s = _ip(
-                [
-                    "-n",
-                    ns,
-                    "link",
-                    "add",
-                    "s0",
-                    "type",
-                    "sit",
-                    "remote",
-                    "192.0.2.1",
-                    "local",
-                    "192.0.2.2",
-                ]
-            )
-            results["sit"] = (
-                s.returncode == 0,
-                "created a sit tunnel" if s.returncode == 0 else f"{_msg(s)} (module sit)",
-            )
-        if "tun" in todo:
-            t = _ip(["-n", ns, "tuntap", "add", "dev", "t0", "mode", "tun"])
-            results["tun"] = (
-                t.returncode == 0,
-                "created a tun device"
-                if t.returncode == 0
-                else f"{_msg(t)} (module tun, /dev/net/tun)",
-            )
-        if "esp" in todo:
-            results["esp"] = _probe_esp(ns)
-        if "nftables" in todo:
-            if shutil.which("nft"):
-                n = processes.run(processes.ns_argv(ns, ["nft", "list", "tables"]), check=False)
-                results["nftables"] = (
-                    n.returncode == 0,
-                    "listed nftables tables" if n.returncode == 0 else _msg(n),
-                )
-            else:
-                results["nftables"] = (False, "the nft program is missing (package nftables)")
+        results.update(_probe_in(ns, todo))
     finally:
         netlink.remove_netns(ns)
     return results
+
+
+def _probe_in(ns: str, todo: list[str]) -> dict[str, tuple[bool, str]]:
+    """Each kernel feature of `todo` tried in the scratch namespace `ns`."""
+    results: dict[str, tuple[bool, str]] = {}
+    dev = "lo"
+    if "veth" in todo or any(q in todo for q in _NEEDS_DEVICE):
+        p = _ip(["-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
+        results["veth"] = (p.returncode == 0,
+                           "created a veth pair" if p.returncode == 0 else _msg(p))
+        dev = "p0" if p.returncode == 0 else "lo"
+        _ip(["-n", ns, "link", "set", dev, "up"])
+    for name, args in QDISC_PROBES.items():
+        if name not in todo:
+            continue
+        q = _tc(ns, ["qdisc", "replace", "dev", dev, "root", *args])
+        results[name] = (q.returncode == 0, f"installed a {name} qdisc" if q.returncode == 0
+                         else f"{_msg(q)} (module {MODULE_OF[name]})")
+        _tc(ns, ["qdisc", "del", "dev", dev, "root"])
+    if "sit" in todo:
+        # explicit endpoints: "remote any local any" would be the kernel's own sit0
+        s = _ip(["-n", ns, "link", "add", "s0", "type", "sit", "remote", "192.0.2.1", "local",
+                 "192.0.2.2"])
+        results["sit"] = (s.returncode == 0, "created a sit tunnel" if s.returncode == 0
+                          else f"{_msg(s)} (module sit)")
+    if "tun" in todo:
+        t = _ip(["-n", ns, "tuntap", "add", "dev", "t0", "mode", "tun"])
+        results["tun"] = (t.returncode == 0, "created a tun device" if t.returncode == 0
+                          else f"{_msg(t)} (module tun, /dev/net/tun)")
+    if "esp" in todo:
+        results["esp"] = _probe_esp(ns)
+    if "nftables" in todo:
+        results["nftables"] = _probe_nft(ns)
+    return results
+
+
+def _probe_nft(ns: str) -> tuple[bool, str]:
+    if not shutil.which("nft"):
+        return False, "the nft program is missing (package nftables)"
+    n = processes.run(processes.ns_argv(ns, ["nft", "list", "tables"]), check=False)
+    return n.returncode == 0, "listed nftables tables" if n.returncode == 0 else _msg(n)
 
 
 def _probe_esp(ns: str) -> tuple[bool, str]:

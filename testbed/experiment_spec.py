@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 from testbed import results
 from testbed.errors import SpecError, UsageError
 from testbed.measure import kinds
+from testbed.tomlfile import check_keys
 
 TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions", "measurements",
             "quick", "paper", "clock")
@@ -125,13 +126,6 @@ def _as_list(v: Any) -> list[Any]:
     return list(v) if isinstance(v, list) else [v]
 
 
-def _check_keys(d: Mapping[str, Any], allowed: Sequence[str], file: str, prefix: str) -> None:
-    for k in d:
-        if k not in allowed:
-            where = f"{prefix}.{k}" if prefix else (k or '""')
-            raise SpecError(file, where, "unknown key", ", ".join(allowed))
-
-
 def _table(d: Mapping[str, Any], key: str, file: str, prefix: str = "") -> dict[str, Any]:
     v = d.get(key, {})
     if not isinstance(v, dict):
@@ -166,7 +160,7 @@ def load_experiment(path: str | Path, profile: str = "full") -> Experiment:
     file = str(path)
     if profile not in PROFILES:
         raise UsageError(f"no profile {profile!r}", hint="full or quick")
-    from testbed.topology import read_toml
+    from testbed.tomlfile import read_toml
 
     raw = read_toml(Path(path), "experiment", "experiments/*.toml")
     if profile == "quick" and "quick" not in raw:
@@ -202,7 +196,7 @@ def check_selection(exp: Experiment) -> None:
 def experiment_from_dict(raw: Mapping[str, Any], *, file: str, profile: str = "full"
                          ) -> Experiment:
     """An experiment from its file's table (`load_experiment` reads the file), validated."""
-    _check_keys(raw, TOP_KEYS, file, "")
+    check_keys(raw, TOP_KEYS, file, "")
     name = raw.get("name", Path(file).stem)
     if not isinstance(name, str) or not name:
         raise SpecError(file, "name", "must be a non-empty string")
@@ -246,7 +240,7 @@ def _profile_view(raw: Mapping[str, Any], file: str, profile: str
     reps = raw.get("repetitions", 1)
     meas_raw = _table(raw, "measurements", file)
     quick = _table(raw, "quick", file)
-    _check_keys(quick, PROFILE_KEYS, file, "quick")
+    check_keys(quick, PROFILE_KEYS, file, "quick")
     if profile == "quick":
         reps = quick.get("repetitions", reps)
         params.update(_table(quick, "params", file, "quick."))

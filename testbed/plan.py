@@ -24,7 +24,7 @@ from testbed.addressing import AddressPlan, plan_addresses
 from testbed.api import Action
 from testbed.features import Feature, NodeAddress
 from testbed.shaping import qdisc_for
-from testbed.topology import NODE_NAME, Topology
+from testbed.topology_model import NODE_NAME, Topology
 
 NS_PREFIX = "tb-"
 IFINDEX_BASE = 100

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from testbed.errors import MissingCapability
-from testbed.topology import Link, Shape
+from testbed.topology_model import Link, Shape
 
 # Ethernet on the wire, beyond what the kernel counts in skb->len (which includes the 14-byte
 # header): 4 FCS + 7 preamble + 1 SFD + 12 inter-frame gap; a frame is at least 64 bytes with its

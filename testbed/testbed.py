@@ -32,7 +32,7 @@ from testbed.addressing import Interface
 from testbed.api import Action, Undo
 from testbed.errors import DaemonError, MissingCapability, TestbedError, UsageError
 from testbed.plan import Plan, plan_for, run_namespaces
-from testbed.topology import Topology
+from testbed.topology_model import Topology
 
 Interrupted = signals.Interrupted  # SIGINT or SIGTERM, raised where every undo can run
 

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 
 def register(sub: Any) -> None:
+    _register_run(sub)
+    _register_results(sub)
+
+
+def _register_run(sub: Any) -> None:
     run = sub.add_parser(
         "run",
         help="run an experiment file, storing every trial",
@@ -68,6 +73,8 @@ def register(sub: Any) -> None:
     run.add_argument("--share", type=Path, default=None, help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
 
+
+def _register_results(sub: Any) -> None:
     res = sub.add_parser(
         "results",
         help="read the results database",

@@ -11,7 +11,7 @@ from pathlib import Path
 from testbed.addressing import AddressPlan
 from testbed.errors import SpecError
 from testbed.features.base import REGISTRY, Feature, NodeAddress, Option, Options, Program
-from testbed.topology import Topology
+from testbed.topology_model import Topology
 
 __all__ = [
     "Feature",
@@ -129,14 +129,14 @@ def kernel_needs_of_file(path: str | Path,
     """kernel_needs of the [[features]] tables of a topology file: all of them, or with
     `switches` (boolean parameters such as a router profile's), those whose `enabled` is on:
     `enabled = "${vpn}"` counts only when switches["vpn"] (else the file's default) is true."""
-    from testbed.topology import read_toml
+    from testbed.tomlfile import read_toml
 
     raw = read_toml(Path(path), "topology", "a path such as topologies/chain.toml")
     tables = raw.get("features", [])
     if not isinstance(tables, list):
         return ()
     if switches is not None:
-        from testbed.topology import substitute  # the one ${param} resolver
+        from testbed.topology_values import substitute  # the one ${param} resolver
 
         defaults = raw.get("params", {})
         values = {**(defaults if isinstance(defaults, dict) else {}), **switches}

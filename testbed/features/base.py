@@ -18,7 +18,7 @@ from testbed.actions import Check
 from testbed.addressing import AddressPlan, Interface
 from testbed.api import Action
 from testbed.errors import SpecError
-from testbed.topology import Topology
+from testbed.topology_model import Topology
 
 _REQUIRED: Any = object()
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from testbed.testbed import Testbed
-from testbed.topology import MAX_CHAIN_ROUTERS, load_topology
+from testbed.topology import load_topology
+from testbed.topology_model import MAX_CHAIN_ROUTERS
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parents[2]

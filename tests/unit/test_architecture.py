@@ -365,3 +365,22 @@ def test_module_names_are_unique() -> None:
             continue  # a paper package's modules are named for the part they hold (claims)
         seen.setdefault(p.stem, []).append(m)
     assert {k: v for k, v in seen.items() if len(v) > 1} == {}
+
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def test_modules_and_functions_stay_readable() -> None:
+    """No module over 600 lines, no function over 80 (issue 26): split along what they own."""
+    big = []
+    for p in MODULES:
+        tree = _tree(p)
+        if len(p.read_text().splitlines()) > MAX_MODULE_LINES:
+            big.append(f"{_rel(p)}: {len(p.read_text().splitlines())} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    big.append(f"{_rel(p)}:{node.lineno} {node.name}: {n} lines")
+    assert big == []

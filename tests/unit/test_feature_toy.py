@@ -14,7 +14,8 @@ from testbed.api import Action, Undo
 from testbed.errors import SpecError
 from testbed.features.base import REGISTRY, Feature, NodeAddress, Option, Options
 from testbed.plan import compile_plan
-from testbed.topology import Topology, topology_from_dict
+from testbed.topology import topology_from_dict
+from testbed.topology_model import Topology
 
 
 class ToyTtl(Feature):

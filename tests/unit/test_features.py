@@ -19,7 +19,8 @@ from testbed.features._nat64 import Nat64
 from testbed.features.nat64_tayga import Nat64Tayga
 from testbed.plan import Plan, compile_plan
 from testbed.testbed import check_needs
-from testbed.topology import Topology, load_topology, topology_from_dict
+from testbed.topology import load_topology, topology_from_dict
+from testbed.topology_model import Topology
 
 REPO = Path(__file__).resolve().parents[2]
 TOPO = REPO / "topologies"

@@ -14,7 +14,8 @@ from testbed.actions import AddVeth, CreateNamespace, SetQdisc, SetSysctls, Wait
 from testbed.api import Undo
 from testbed.plan import compile_plan, plan_for
 from testbed.testbed import TeardownError, Testbed
-from testbed.topology import Topology, topology_from_dict
+from testbed.topology import topology_from_dict
+from testbed.topology_model import Topology
 
 
 def chain(rate: str = "unlimited") -> Topology:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import topology, units
+from testbed import topology_values, units
 from testbed.errors import SpecError
 
 
@@ -65,7 +65,7 @@ def test_a_measurements_rate_may_be_zero_or_unset_for_unlimited(value: object) -
 )
 def test_durations(value: object, seconds: float) -> None:
     assert units.duration(value) == pytest.approx(seconds)
-    assert topology.parse_duration(value, "t.toml", "k") == pytest.approx(seconds)
+    assert topology_values.parse_duration(value, "t.toml", "k") == pytest.approx(seconds)
 
 
 def test_duration_default_unit_and_range() -> None:

@@ -18,7 +18,8 @@ PORT = 5201  # the firewall profile lets tcp/5201 through
 def profiles(topology: str) -> list[str]:
     """ "plain" and the topology's boolean parameters (each switches one profile's features
     on: topologies/router-profile.toml has conntrack, firewall, nat and vpn)."""
-    from testbed.topology import find_topology, read_toml
+    from testbed.tomlfile import read_toml
+    from testbed.topology import find_topology
 
     path = find_topology(topology)
     raw = read_toml(path, "topology", "a path such as topologies/router-profile.toml")
