@@ -151,7 +151,7 @@ class Testbed:
         if state.load(name) is not None:
             raise UsageError(
                 f"a run named {name!r} exists already",
-                hint=f"remove it with `testbed down {name}` or pick another --name",
+                hint=f"remove it with `testbed down --name {name}` or pick another --name",
             )
         clash = [ns for ns in plan.namespaces.values() if netlink.netns_exists(ns)]
         if clash:

@@ -48,11 +48,28 @@ def topology_path(text: str) -> Path:
     return find_topology(text)
 
 
+def add_name_option(p: argparse.ArgumentParser, what: str, positional: bool = True) -> None:
+    """A run is named the same way in every command: `--name NAME` (`up` sets it)."""
+    p.add_argument("--name", help=what)
+    if positional:  # `testbed down NAME`, the old spelling, is answered with the one way
+        p.add_argument("positional_name", nargs="?", metavar="", help=argparse.SUPPRESS)
+
+
+def _named(args: argparse.Namespace) -> str | None:
+    if getattr(args, "positional_name", None):
+        raise UsageError(f"name the run with --name: testbed {args.command} --name "
+                         f"{args.positional_name}",
+                         hint="every command names a run the same way (up, show, exec, down)")
+    name: str | None = args.name
+    return name
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("up", help="build a topology and keep it (prints its addresses)")
     p.add_argument("file", metavar="TOPOLOGY", help=TOPOLOGY_HELP)
     add_set_option(p)
-    p.add_argument("--name", help="run name (default: a fresh random one)")
+    p.add_argument("--name", help="the run's name (default: a fresh random one); show, exec and "
+                   "down take it with --name")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_up)
 
@@ -67,18 +84,18 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_features)
 
     p = sub.add_parser("show", help="list the runs that exist and their addresses")
-    p.add_argument("name", nargs="?")
-    p.add_argument("--json", action="store_true")
+    add_name_option(p, "show only this run (default: every run)")
+    p.add_argument("--json", action="store_true", help="print the runs as JSON")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("exec", help="run a command in a node: testbed exec NODE -- CMD...")
-    p.add_argument("node")
-    p.add_argument("cmd", nargs=argparse.REMAINDER)
-    p.add_argument("--name", help="which run (needed when several are up)")
+    p.add_argument("node", help="the node (h1, r1, ...) to run it in")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command and its arguments")
+    add_name_option(p, "which run (needed when several are up)", positional=False)
     p.set_defaults(func=cmd_exec)
 
     p = sub.add_parser("down", help="remove a run built by `testbed up`")
-    p.add_argument("name", nargs="?")
+    add_name_option(p, "which run (needed when several are up)")
     p.set_defaults(func=cmd_down)
 
     p = sub.add_parser("clean", help="remove what crashed or killed runs left behind")
@@ -203,7 +220,8 @@ def _find_run(name: str | None, states: tuple[str, ...] = ("up", "active")) -> s
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    recs = [_find_run(args.name)] if args.name else state.all_records()
+    name = _named(args)
+    recs = [_find_run(name)] if name else state.all_records()
     if args.json:
         print(json.dumps([vars(r) for r in recs], indent=1))
         return 0
@@ -233,7 +251,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise UsageError("no command given", hint="testbed exec h1 -- ping -c1 198.18.0.2")
-    rec = _find_run(args.name)
+    rec = _find_run(_named(args))
     ns = rec.namespaces.get(args.node)
     if ns is None:
         raise UsageError(
@@ -244,7 +262,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     preflight.require_root("down", "it removes network namespaces")
-    rec = _find_run(args.name, ("up",))
+    rec = _find_run(_named(args), ("up",))
     if rec.state == "active" and rec.owner_alive():
         raise UsageError(
             f"run {rec.name} is held by a running process (pid {rec.pid})",

@@ -56,12 +56,11 @@ def _register_run(sub: Any) -> None:
     )
     run.add_argument(
         "--workers",
-        type=int,
         default=None,
         metavar="N",
         help="run independent sweep points in N worker processes (on the virtual clock each in "
-        "its own guest), merging their trials into the database as they finish "
-        "(docs/parallel.md)",
+        "its own guest), merging their trials into the database as they finish; auto: one per "
+        "core, at most 4, as memory allows (docs/parallel.md)",
     )
     run.add_argument(
         "--cluster",
@@ -153,6 +152,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                                      on_commit=journal.copy if journal is not None else None)
     else:
         summary = run_experiment(exp, db=db, resume=args.resume)
+    import os
+
+    from testbed.vm.guest import ENV_IN_VM
+
+    if os.environ.get(ENV_IN_VM) == "1":  # the guest's database is merged into the host's
+        print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already "
+              f"done, {summary.failed} failed", file=sys.stderr)
+        return 1 if summary.failed else 0
     print(
         f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already done, "
         f"{summary.failed} failed; results in {db}",
@@ -217,18 +224,19 @@ def run_parallel(exp: Any, path: Path, args: argparse.Namespace, db: Path,
                                        clock=args.clock)
         finally:
             client.close()
-    if args.workers < 1:
-        raise UsageError(f"--workers {args.workers}: need at least 1")
+    from testbed.vm.memory import worker_count
+
+    workers = worker_count(str(args.workers))
     on_host = (clock or current_clock()) == "real" and current_clock() == "real"
-    problem = parallel.host_interference(exp, args.workers) if on_host else None
+    problem = parallel.host_interference(exp, workers) if on_host else None
     if problem:
         raise UsageError(
-            f"{path}: --workers {args.workers} on the host's real clock: {problem}, and "
+            f"{path}: --workers {workers} on the host's real clock: {problem}, and "
             "parallel trials would disturb each other's timing",
             hint="use --clock virtual (each worker in its own guest: numbers independent of "
             "load) or --workers 1; see docs/parallel.md",
         )
-    return parallel.run_local(exp, path, db=db, workers=args.workers, resume=args.resume,
+    return parallel.run_local(exp, path, db=db, workers=workers, resume=args.resume,
                               clock=args.clock)
 
 
@@ -288,6 +296,7 @@ def run_on_clock(clock: str, path: Path, args: argparse.Namespace, db: Path) -> 
         )
     print(f"testbed run: {path} asks for the {clock} clock; booting it: {cmd}", file=sys.stderr)
     result = vm_run.run_in_vm(argv, clock=clock, db=db)
+    print(f"  see them with: testbed results --db {db} show", file=sys.stderr)
     return result.returncode
 
 

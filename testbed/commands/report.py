@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -184,7 +183,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               f"{c.clock} clock, {c.trials} trials - {c.reason}", file=sys.stderr)
     vm_only = [c.spec for c in choices if c.tier == "vm"]
     on_virtual = any(c.clock == "virtual" for c in choices if c.tier == "vm")
-    workers = guest_workers(args.workers) if on_virtual else 1
+    from testbed.vm import memory as vm_memory
+
+    workers = vm_memory.worker_count(args.workers) if on_virtual else 1
     if vm_only:
         print(f"  the full-kernel part runs in {workers} guest(s)"
               + (" side by side, each on its own virtual clock" if workers > 1 else ""),
@@ -239,28 +240,6 @@ def _said(summary: Any) -> int:
     print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
           file=sys.stderr)
     return 1 if summary.failed else 0
-
-
-GUEST_MIB = 1536  # a virtual-clock guest (1 GiB) and its QEMU around it
-
-
-def guest_workers(spec: str, ncpu: int | None = None, free_mib: int | None = None) -> int:
-    """`--workers`: a number, or auto = one guest per host core (at most 4), as free memory
-    allows. Virtual-clock guests give the same numbers side by side (docs/parallel.md)."""
-    from testbed.vm.memory import available_memory_mib
-
-    if spec != "auto":
-        try:
-            n = int(spec)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise UsageError(f"--workers {spec!r}: expected auto or a number of guests >= 1")
-        return n
-    cores = ncpu if ncpu is not None else (os.cpu_count() or 1)
-    mib = free_mib if free_mib is not None else available_memory_mib()
-    by_memory = max(1, mib // GUEST_MIB) if mib is not None else 1
-    return max(1, min(cores, 4, by_memory))
 
 
 def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:

@@ -1,7 +1,9 @@
-"""How much the guest gets: its memory (`--memory`), checked against what the host has free."""
+"""How much the guest gets: its memory (`--memory`), checked against what the host has free, and
+how many workers (`--workers auto`) the host's cores and free memory allow."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -45,3 +47,23 @@ def check_memory(wanted_mib: int, available_mib: int | None) -> None:
             hint="give the guest less with --memory 512M, or stop other programs",
         )
 
+
+GUEST_MIB = 1536  # a virtual-clock guest (1 GiB) and its QEMU around it
+
+
+def worker_count(spec: str, ncpu: int | None = None, free_mib: int | None = None) -> int:
+    """`--workers` of `run` and `reproduce`: a number, or auto = one worker per host core (at
+    most 4), as free memory allows a guest each. Virtual-clock guests give the same numbers
+    side by side (docs/parallel.md)."""
+    if spec != "auto":
+        try:
+            n = int(spec)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise UsageError(f"--workers {spec!r}: expected auto or a number of workers >= 1")
+        return n
+    cores = ncpu if ncpu is not None else (os.cpu_count() or 1)
+    mib = free_mib if free_mib is not None else available_memory_mib()
+    by_memory = max(1, mib // GUEST_MIB) if mib is not None else 1
+    return max(1, min(cores, 4, by_memory))

@@ -219,7 +219,8 @@ def test_clean_leaves_live_and_kept_runs_alone() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        down = subprocess.run([*TESTBED, "down", "kept"], capture_output=True, text=True, cwd=ROOT)
+        down = subprocess.run([*TESTBED, "down", "--name", "kept"], capture_output=True, text=True,
+                              cwd=ROOT)
         assert down.returncode == 0, down.stderr
 
 
@@ -281,7 +282,8 @@ def test_cli_up_exec_down(tmp_path: Path) -> None:
     assert rc.returncode == 7
     show = subprocess.run([*TESTBED, "show"], capture_output=True, text=True, cwd=ROOT)
     assert "tb-cli-r5" in show.stdout
-    down = subprocess.run([*TESTBED, "down", "cli"], capture_output=True, text=True, cwd=ROOT)
+    down = subprocess.run([*TESTBED, "down", "--name", "cli"], capture_output=True, text=True,
+                          cwd=ROOT)
     assert down.returncode == 0, down.stderr
     assert not {n for n in netlink.list_netns() if n.startswith("tb-cli-")}
     assert {n for n in before if not n.startswith("tb-")} <= set(netlink.list_netns())

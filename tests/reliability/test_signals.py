@@ -148,7 +148,7 @@ def _inject(rng: random.Random, i: int, tmp: Path) -> dict[str, Any]:
             rec = state.load(name)
             ok = ok and rec is not None and rec.state == "up" and all(
                 netlink.netns_exists(ns) for ns in rec.namespaces.values())
-            subprocess.run([TESTBED, "down", name], capture_output=True, cwd=ROOT)
+            subprocess.run([TESTBED, "down", "--name", name], capture_output=True, cwd=ROOT)
     left = leftovers(before_ns, {name}, proc.pid)
     return {"what": what, "how": how, "routers": routers, "delay": round(delay, 2), "rc": rc,
             "outcome": outcome, "left": left, "ok": ok and not left,

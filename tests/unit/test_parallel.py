@@ -352,7 +352,8 @@ def test_resume_adopts_what_workers_of_a_dead_coordinator_committed(fake_env: Pa
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--workers", "2", "--cluster", "tcp://127.0.0.1:1"], "choose one"),
-    (["--workers", "0"], "need at least 1"),
+    (["--workers", "0"], "expected auto or a number of workers >= 1"),
+    (["--workers", "many"], "expected auto or a number of workers >= 1"),
 ])
 def test_parallel_flag_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                               flags: list[str], message: str) -> None:

@@ -84,7 +84,8 @@ def test_dry_run_prints_the_choice(capsys: pytest.CaptureFixture[str],
 
 
 def test_guest_workers_auto_is_one_per_core_within_memory_and_a_number_is_taken() -> None:
-    from testbed.commands.report import GUEST_MIB, guest_workers
+    from testbed.vm.memory import GUEST_MIB
+    from testbed.vm.memory import worker_count as guest_workers
 
     assert guest_workers("auto", ncpu=2, free_mib=20000) == 2
     assert guest_workers("auto", ncpu=16, free_mib=100000) == 4  # at most 4
