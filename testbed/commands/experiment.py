@@ -100,8 +100,8 @@ def _register_results(sub: Any) -> None:
     exp.add_argument("experiment", nargs="?", help="only this experiment")
     exp.add_argument("--run", help="only this run id")
     fmt = exp.add_mutually_exclusive_group(required=True)
-    fmt.add_argument("--csv", action="store_true")
-    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true", help="one row per trial, metrics as columns")
+    fmt.add_argument("--json", action="store_true", help="every trial as one JSON document")
     exp.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     exp.set_defaults(func=cmd_export)
     for p in (ls, show, exp):

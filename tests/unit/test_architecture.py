@@ -384,3 +384,22 @@ def test_modules_and_functions_stay_readable() -> None:
                 if n > MAX_FUNCTION_LINES:
                     big.append(f"{_rel(p)}:{node.lineno} {node.name}: {n} lines")
     assert big == []
+
+
+def test_every_cli_argument_has_help() -> None:
+    import argparse
+
+    from testbed.cli import build_parser
+
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for a in parser._actions:  # argparse keeps its actions only there
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sub in a.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif a.help is None and not isinstance(a, argparse._HelpAction):
+                missing.append(f"{path} {a.option_strings or a.dest}")
+
+    walk(build_parser(), "testbed")
+    assert missing == []
