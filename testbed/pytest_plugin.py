@@ -32,6 +32,8 @@ class _State:
     vm_error: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     skipped_for_vm: int = 0
+    strict: bool = False
+    used: bool = False  # a kernel marker or testbed_net in this session: else the plugin is silent
 
 
 _STATE = pytest.StashKey[_State]()
@@ -63,6 +65,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--testbed-vm-memory", default="1G", help="guest memory for the VM pass (default 1G)"
     )
+    group.addoption(
+        "--testbed-strict",
+        choices=("yes", "no"),
+        default=None,
+        help=(
+            "yes: a kernel-marked test this machine cannot run, or testbed_net without root, "
+            "fails instead of being skipped. Default: $TESTBED_STRICT (1/0) if set, else yes "
+            "when CI=true (what hosted CI sets), else no"
+        ),
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,13 +88,21 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "topology(path, **params): the topology the testbed_net fixture builds for this test",
     )
+    strict = _strict(config.getoption("--testbed-strict", default=None))
     mode = config.getoption("--testbed-vm", default=None)
     if mode is None:
-        mode = "run" if _in_ci() else "off"
-    config.stash[_STATE] = _State(mode=mode, in_vm=os.environ.get(ENV_IN_VM) == "1")
+        mode = "run" if strict else "off"
+    config.stash[_STATE] = _State(mode=mode, in_vm=os.environ.get(ENV_IN_VM) == "1",
+                                  strict=strict)
 
 
-def _in_ci() -> bool:
+def _strict(option: str | None) -> bool:
+    """Whether nothing may be skipped: --testbed-strict, else $TESTBED_STRICT, else CI=true."""
+    if option is not None:
+        return option == "yes"
+    env = os.environ.get("TESTBED_STRICT")
+    if env is not None and env.strip():
+        return env.strip().lower() in ("1", "true", "yes")
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -133,6 +153,7 @@ def pytest_collection_modifyitems(
     marked = [(item, feats) for item, feats in marked if feats or kernel_clock(item)]
     if not marked:
         return
+    state.used = True
     missing_of = _missing_probe()
     cache: dict[tuple[str, ...], list[str]] = {}
     for item, feats in marked:
@@ -173,8 +194,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         f"needs {', '.join(missing)}, which this machine lacks; "
         "run it in the full-kernel VM: scripts/test, or pytest --testbed-vm=run"
     )
-    if _in_ci():
-        pytest.fail(f"CI=true forbids skipping: {why}", pytrace=False)
+    if state.strict:
+        pytest.fail(f"strict (CI=true, TESTBED_STRICT or --testbed-strict) forbids skipping: "
+                    f"{why}", pytrace=False)
     state.skipped_for_vm += 1
     pytest.skip(why)
 
@@ -312,7 +334,7 @@ def summary_line(host_ran: int, vm_ran: int | None, features: Iterable[str]) -> 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash[_STATE]
-    if state.in_vm:
+    if state.in_vm or not state.used:
         return
     tr = terminalreporter
     # pytest's own tally of this session (nested pytester sessions do not leak into it)
@@ -369,20 +391,25 @@ def _topology_request(request: pytest.FixtureRequest) -> tuple[str, Mapping[str,
 def testbed_net(request: pytest.FixtureRequest) -> Iterator[Testbed]:
     """A built Testbed for the test's topology; everything it created is removed afterwards.
 
-    Use `@pytest.mark.topology("topologies/p2p.toml", routers=2)`, or indirect
-    parametrization with a path or (path, {"key": value}).
+    Use `@pytest.mark.topology("chain", routers=2)` (a shipped topology by name, or a path such as
+    "topologies/p2p.toml"), or indirect parametrization with a name/path or (it, {"key": value}).
     """
+    state = request.config.stash[_STATE]
+    state.used = True
     if os.geteuid() != 0:
         why = "testbed_net needs root (network namespaces)"
-        if _in_ci():
-            pytest.fail(why, pytrace=False)
+        if state.strict:
+            pytest.fail(f"{why}; strict (CI=true): run as root, or set TESTBED_STRICT=0 or "
+                        "--testbed-strict=no to skip instead", pytrace=False)
         pytest.skip(why)
     from testbed.testbed import Testbed
-    from testbed.topology import load_topology
+    from testbed.topology import find_topology, load_topology
 
     path, params = _topology_request(request)
     p = Path(path)
-    if not p.is_absolute() and not p.exists():
+    if not path.endswith(".toml") and "/" not in path:
+        p = find_topology(path)  # a shipped topology by name (chain, one-router, nat64-tayga)
+    elif not p.is_absolute() and not p.exists():
         p = request.config.rootpath / p
     topo = load_topology(p, {k: str(v) for k, v in params.items()})
     with Testbed(topo) as tb:

@@ -56,7 +56,39 @@ def test_ci_never_skips_silently(
     pytester.makepyfile(TESTS)
     result = pytester.runpytest_inprocess("--testbed-vm=off")
     result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*CI=true forbids skipping*"])
+    result.stdout.fnmatch_lines(["*strict (CI=true*forbids skipping*"])
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+@pytest.mark.parametrize(("env", "args"), [
+    ({"CI": "true", "TESTBED_STRICT": "0"}, []),
+    ({"CI": "true"}, ["--testbed-strict=no"]),
+])
+def test_strictness_can_be_turned_off_under_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
+    args: list[str],
+) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile(TESTS)
+    result = pytester.runpytest_inprocess("--testbed-vm=off", *args)
+    result.assert_outcomes(passed=2, skipped=1)
+
+
+@pytest.mark.usefixtures("host_lacks_sit")
+def test_strictness_can_be_asked_for_without_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TESTBED_STRICT", "1")
+    pytester.makepyfile(TESTS)
+    pytester.runpytest_inprocess("--testbed-vm=off").assert_outcomes(passed=2, errors=1)
+
+
+def test_silent_in_sessions_that_use_none_of_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(passed=1)
+    assert not [line for line in result.outlines if line.startswith("testbed")]
 
 
 @pytest.mark.usefixtures("host_lacks_sit")
