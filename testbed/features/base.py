@@ -2,8 +2,8 @@
 the addresses it adds (as data) and its readiness check; plus `Options`, the option reader.
 
 A feature module defines one `Feature` subclass with a unique `kind`; defining it registers
-it (testbed.features discovers the package's modules). See /work/contract-features.md or
-docs/features.md for a worked example.
+it (testbed.features discovers the package's modules). See docs/features.md for a worked
+example.
 """
 
 from __future__ import annotations
