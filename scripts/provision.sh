@@ -17,6 +17,16 @@ PACKAGES=(
 )
 say() { printf 'provision: %s\n' "$*"; }
 
+# A machine that boots a Debian kernel itself (a VM such as the Vagrant box) needs the headers of
+# the kernel it RUNS for the Jool module — linux-headers-amd64 is the newest, which a box may not
+# run yet. A container (CI, this project's machines) runs its host's kernel: nothing to build.
+running=$(uname -r)
+own_kernel=false
+if [ -e "/boot/vmlinuz-$running" ] || apt-cache show "linux-image-$running" >/dev/null 2>&1; then
+    own_kernel=true
+    PACKAGES+=("linux-headers-$running")
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
     echo "provision: run as root (sudo $0)" >&2
     exit 1
@@ -54,6 +64,19 @@ for image in /boot/vmlinuz-*-amd64; do
             || { echo "provision: jool did not build for $kver (see dkms output)" >&2; exit 1; }
     fi
 done
+
+# the kernel this machine runs must have the module (a VM that boots its own kernel)
+if $own_kernel; then
+    if ! dkms status -k "$running" 2>/dev/null | grep -q "^jool.*: installed"; then
+        echo "provision: the jool module did not build for the running kernel $running" \
+             "(linux-headers-$running: see the dkms output above)" >&2
+        exit 1
+    fi
+    newest=$(ls /boot/vmlinuz-*-amd64 2>/dev/null | sed 's#/boot/vmlinuz-##' | sort -V | tail -1)
+    if [ -n "$newest" ] && [ "$newest" != "$running" ]; then
+        say "kernel $newest is installed but $running runs: reboot to use it (both have jool)"
+    fi
+fi
 
 # 3. the project's virtual environment (with virtme-ng for the full-kernel tier)
 cd "$ROOT"
