@@ -14,10 +14,10 @@ from testbed import results
 from testbed.errors import SpecError, UsageError
 from testbed.measure import kinds
 from testbed.tomlfile import check_keys
+from testbed.waiting import CLOCKS
 
 TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions", "measurements",
             "quick", "paper", "clock")
-CLOCKS = ("real", "virtual")
 """`clock = ...` in an experiment file: the clock its numbers must be measured on (absent: any).
 'virtual' is the full-kernel tier on QEMU's instruction counter (`testbed vm --clock virtual`),
 which `testbed run` boots by itself."""

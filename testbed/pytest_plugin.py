@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from testbed.vm.guest import ENV_IN_VM
+from testbed.waiting import CLOCKS
 
 if TYPE_CHECKING:
     from testbed.testbed import Testbed
@@ -115,7 +116,7 @@ def kernel_clock(item: pytest.Item) -> str | None:
     for mark in item.iter_markers("kernel"):
         clock = mark.kwargs.get("clock")
         if clock is not None:
-            if clock not in ("virtual", "real"):
+            if clock not in CLOCKS:
                 raise pytest.UsageError(
                     f"{item.nodeid}: kernel(clock=...) is 'virtual' or 'real', got {clock!r}"
                 )

@@ -34,6 +34,11 @@ def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env
 
 
+CLOCKS = ("real", "virtual")
+"""The clocks a result can be measured on: the host's (or a KVM guest's) real clock, or the
+full-kernel guest's virtual clock (QEMU's instruction counter; testbed.vm.clock starts it)."""
+
+
 def clock_name(env: Mapping[str, str] | None = None) -> str:
     """'virtual' inside a virtual-clock guest, else 'real'."""
     return "virtual" if _env(env).get(ENV_CLOCK, "").strip() == "virtual" else "real"

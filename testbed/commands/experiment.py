@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from testbed import results
 from testbed.errors import UsageError
+from testbed.waiting import CLOCKS
 
 if TYPE_CHECKING:
     from testbed.parallel import Journal
@@ -49,7 +50,7 @@ def _register_run(sub: Any) -> None:
     )
     run.add_argument(
         "--clock",
-        choices=("real", "virtual"),
+        choices=CLOCKS,
         default=None,
         help="the clock to measure on (default: the experiment's `clock`, else this one); "
         "virtual boots the full-kernel tier on QEMU's instruction counter by itself",

@@ -8,8 +8,9 @@ from typing import Any
 
 from testbed.errors import UsageError
 from testbed.vm import run as vm_run
-from testbed.vm.clock import CLOCKS, DEFAULT_CPUS, DEFAULT_ICOUNT_SHIFT
+from testbed.vm.clock import DEFAULT_CPUS, DEFAULT_ICOUNT_SHIFT
 from testbed.vm.memory import DEFAULT_MEMORY
+from testbed.waiting import CLOCKS
 
 
 def register(subparsers: Any) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from testbed.errors import UsageError
-from testbed.waiting import ENV_CLOCK, ENV_HOST_CLOCK, ENV_ICOUNT_SHIFT
+from testbed.waiting import CLOCKS, ENV_CLOCK, ENV_HOST_CLOCK, ENV_ICOUNT_SHIFT
 
-CLOCKS = ("real", "virtual")
 """`testbed vm --clock`: the guest's clock follows the host's (real) or counts instructions."""
 DEFAULT_ICOUNT_SHIFT = 0
 """Virtual clock: 2**shift ns of guest time per instruction (0: a 1 GHz one-instruction CPU)."""
