@@ -133,3 +133,55 @@ def test_every_real_clock_trial_stores_its_record(tmp_path: Path) -> None:
         assert rec["verdict"] == fidelity.SUSPECT  # the sender fell 5 % behind
         assert rec["sender"]["short"] == pytest.approx(0.05)
         assert json.loads(json.dumps(rec)) == rec  # stored as plain JSON
+
+
+# --- shown: `testbed results show` ----------------------------------------------------------
+
+
+def trial(rep: int, result: dict[str, Any], group: str = "p") -> results.TrialRow:
+    return results.TrialRow(f"run/m/{group}/{rep}", "run", "e", "full", "m", "ping",
+                             {"ip": 4}, group, rep, 1.0 + rep, 2.0 + rep, "ok", None,
+                             {"rtt_mean_ms": 0.5 + rep}, result, {}, [])
+
+
+SUSPECT_RECORD = fidelity.record({**QUIET_HOST, "wake": {"p90_us": 4000.0}}, {})
+OK_RECORD = fidelity.record(QUIET_HOST, {})
+
+
+def stored(tmp_path: Path) -> Path:
+    db = tmp_path / "r.sqlite"
+    with closing(results.connect(db)) as con:
+        results.start_run(con, "e", "full", {"name": "e"}, {}, 4, run_id="run")
+        results.write_trial(con, trial(0, {fidelity.KEY: OK_RECORD}))
+        results.write_trial(con, trial(1, {fidelity.KEY: SUSPECT_RECORD}))
+        results.write_trial(con, trial(2, {fidelity.KEY: OK_RECORD}))
+        results.write_trial(con, trial(0, {}, group="old"))  # stored before the record
+    return db
+
+
+def show(db: Path, *extra: str) -> str:
+    import io
+    from contextlib import redirect_stdout
+
+    from testbed.cli import main
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["results", "--db", str(db), "show", *extra]) == 0
+    return buf.getvalue()
+
+
+def test_results_show_counts_suspect_trials_per_group(tmp_path: Path) -> None:
+    db = stored(tmp_path)
+    out = show(db)
+    heads = [ln for ln in out.splitlines() if ln.startswith("e / m")]
+    assert len(heads) == 2
+    assert any("trials=3" in h and "suspect=1/3" in h for h in heads)
+    assert any("trials=1" in h and "fidelity: not recorded" in h for h in heads)
+    assert "    suspect #1: wakeups 4000 µs late (p90) > 1000 µs" in out.splitlines()
+    groups = {g["group_key"]: g for g in json.loads(show(db, "--json"))["groups"]}
+    assert groups["p"]["suspect"] == 1 and groups["old"]["suspect"] == 0
+    recs = {f["repetition"]: f for f in groups["p"]["fidelity"]}
+    assert recs[1]["verdict"] == fidelity.SUSPECT and recs[1]["record"] == SUSPECT_RECORD
+    assert recs[0]["record"]["host"]["wake"]["p90_us"] == 150.0
+    assert groups["old"]["fidelity"][0]["verdict"] == fidelity.NOT_RECORDED
