@@ -185,3 +185,42 @@ def test_results_show_counts_suspect_trials_per_group(tmp_path: Path) -> None:
     assert recs[1]["verdict"] == fidelity.SUSPECT and recs[1]["record"] == SUSPECT_RECORD
     assert recs[0]["record"]["host"]["wake"]["p90_us"] == 150.0
     assert groups["old"]["fidelity"][0]["verdict"] == fidelity.NOT_RECORDED
+
+
+# --- used: the report leaves suspect trials out of its statistics and says so ---------------
+
+
+def test_report_selection_leaves_suspect_trials_out(tmp_path: Path) -> None:
+    from testbed.report import data
+
+    db = stored(tmp_path)
+    ds = data.load(db, experiments=["e"])
+    assert [t.repetition for t in ds.suspect] == [1]
+    left = [t for t in ds.trials if t.status == "error"]
+    assert len(left) == 1 and left[0].repetition == 1
+    assert left[0].error is not None and "left out of verdicts" in left[0].error
+    assert "wakeups 4000 µs late" in left[0].error
+    stats = {s.point["ip"]: s for s in data.group(ds, ds.trials, data.metric("rtt_mean_ms"),
+                                                   "rtt") if s.n == 2}
+    assert stats[4].mean == pytest.approx((0.5 + 2.5) / 2)  # repetitions 0 and 2 only
+    with closing(results.connect(db)) as con:  # the database keeps it as it was
+        assert sum(r.status == "ok" for r in results.trials(con)) == 4
+
+
+def test_the_report_says_what_it_left_out(tmp_path: Path) -> None:
+    from testbed.report.render import write_report
+    from tests.unit.test_report import Db
+
+    db = Db(tmp_path / "f.sqlite")
+    run = db.run("gamess-morales")
+    pt = {"topology": "chain", "topology.rate": "ethernet", "topology.routers": 0,
+          "ip_payload": 100}
+    for rep, (owd, rec) in enumerate([(50.0, OK_RECORD), (5000.0, SUSPECT_RECORD)]):
+        db.trial(run, "gamess-morales", "owd_v6", "pingpong", pt, {"ip": 6, "protocol": "udp"},
+                 {"owd_mean_us": owd}, rep, result={fidelity.KEY: rec})
+    db.con.close()
+    rep = write_report(tmp_path / "f.sqlite", tmp_path / "o", experiments=["gamess-morales"])
+    fig = next(f for f in rep.sections[0].figures if f.id == "gm-owd-v6-ethernet")
+    assert [r.mean for r in fig.rows] == [50.0]
+    html = rep.html.read_text()
+    assert "left out of verdicts" in html and "wakeups 4000 µs late" in html
