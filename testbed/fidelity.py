@@ -24,20 +24,21 @@ NOT_RECORDED = "not recorded"  # trials stored before the record existed, and fa
 
 MIN_HEADROOM_PERCENT: float | None = None
 """No floor on the headroom (idle + the trial's own share of all CPUs): it is recorded, not
-judged. Measured on the 2-CPU development machine under another job's load, smoke trials had
-6-31 % beside nothing of ours and 5-21 % beside two CPU hogs: it does not tell them apart (a
-trial's own spinning probes and any other job fill the same CPUs); wakeup lateness does."""
+judged. Measured on the 2-CPU development machine under another job's load (5-11), smoke trials
+had OWD 18-30 % / iperf3 6-11 % beside nothing of ours and 13-19 % / 4-10 % beside two CPU
+hogs: it does not tell them apart (a trial's own spinning probes and the other job fill the same
+CPUs); wakeup lateness does."""
 
 MAX_WAKE_P90_US = 1000.0
 """Above this 90th percentile of a sleeping thread's wakeup lateness over the trial, a process
-of the trial waking to send or answer waited for a CPU: iperf3 smoke trials had 103-739 µs
-beside nothing of ours (another job loading the machine), 533-9323 µs (13 of 14 over 1 ms)
-beside two CPU hogs."""
+of the trial waking to send or answer waited for a CPU: iperf3 smoke trials had 0.1-2.3 ms
+(2 of 24 over 1 ms) beside nothing of ours (another job loading the machine), 0.5-21 ms (23 of
+24 over 1 ms) beside two CPU hogs."""
 
 MAX_SENDER_SHORT = 0.02
 """A paced sender more than this fraction short of its schedule fell behind (the RFC 2544
-search's `GENERATOR_TOLERANCE`; iperf3 smoke senders: at most 0.3 % short beside nothing of
-ours, up to 7.4 % beside two CPU hogs)."""
+search's `GENERATOR_TOLERANCE`; iperf3 smoke senders at load 5-6: at most 0.3 % short beside
+nothing of ours, up to 7.4 % beside two CPU hogs)."""
 
 MAX_SENDER_STALLS = 0
 """Stalls (the sender at least `udpprobe.STALL_DATAGRAMS` behind at once: not running) allowed."""
