@@ -62,20 +62,22 @@ def test_sample_host_and_wake_probe_on_this_machine() -> None:
 
 
 UDPPROBE_SENDER = {"probe": "udpprobe-send", "offered_pps": 1000.0, "achieved_pps": 950.0,
-                   "stalls": 2, "max_lag_s": 0.004}
+                   "stalls": 2, "max_lag_s": 0.004, "stalled_s": 0.02, "elapsed_s": 1.0}
 IPERF_UDP = {"flows": {"v4": {"target_bps": 50_000_000, "flows": [
     {"direction": "forward", "sender_bps": 49_990_000.0}]}}}
 
 
 def test_sender_lateness_and_host_drops_from_result_documents() -> None:
     s = fidelity.sender_lateness({"sender": UDPPROBE_SENDER})
-    assert s == {"senders": 1, "short": pytest.approx(0.05), "stalls": 2, "max_lag_s": 0.004}
+    assert s == {"senders": 1, "short": pytest.approx(0.05), "stalls": 2, "max_lag_s": 0.004,
+                 "stalled_share": pytest.approx(0.02)}
     it = fidelity.sender_lateness(IPERF_UDP)
     assert it is not None and it["short"] == pytest.approx(0.0002) and it["stalls"] == 0
     # an excerpt (rfc2544's search points): stalls and lag, no offered rate
     ex = fidelity.sender_lateness({"points": [{"extra": {"sender": {"stalls": 0,
                                                                     "max_lag_s": 0.001}}}]})
     assert ex is not None and ex["short"] is None and ex["stalls"] == 0
+    assert ex["stalled_share"] is None
     assert fidelity.sender_lateness({"probe": {"owd": {"median_us": 9.0}}}) is None
     assert fidelity.host_drops({"recv": {"received": 10, "rcvbuf_drops": 3},
                                 "points": [{"receiver_rcvbuf_drops": 1}]}) == 4
@@ -93,8 +95,12 @@ def test_suspect_rule() -> None:
     late = fidelity.record({**QUIET_HOST, "wake": {"p90_us": 4000.0}}, {})
     assert late["verdict"] == fidelity.SUSPECT and "wakeups 4000 µs late" in late["reasons"][0]
     behind = fidelity.record(QUIET_HOST, {"sender": UDPPROBE_SENDER})
-    assert len(behind["reasons"]) == 2  # 5 % short, and 2 stalls
+    assert len(behind["reasons"]) == 2  # 5 % short, and stalled 2 % of its time
     assert any("5.0 % short" in r for r in behind["reasons"])
+    assert any("stalled 2.0 % of its time" in r for r in behind["reasons"])
+    # stalls counted where the time stalled is not reported (RFC 2544): recorded, not judged
+    counted = fidelity.record(QUIET_HOST, {"sender": {"stalls": 505, "max_lag_s": 0.05}})
+    assert counted["verdict"] == fidelity.OK and counted["sender"]["stalls"] == 505
     dropped = fidelity.record(QUIET_HOST, {"rcvbuf_drops": 7})
     assert dropped["reasons"] == ["7 datagram(s) dropped by the receiving host (socket buffer "
                                   "full)"]
