@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import results
+from testbed import fidelity, results
 from testbed.api import TestbedLike
 from testbed.errors import TestbedError
 from testbed.experiment_spec import Experiment, TrialPlan, check_topologies, param_text, plan
-from testbed.measure import kinds
+from testbed.measure import cpu, kinds
 from testbed.progress import Progress
 from testbed.topology import find_topology
 
@@ -181,6 +181,34 @@ def _clock_doc(guest_started: float) -> dict[str, Any]:
             "guest_time": {"started": guest_started, "finished": time.time()}}
 
 
+class HostWatch:
+    """The machine over one trial, on the real clock only (its fidelity record): the CPU
+    counters before and after, and a thread timing its own wakeups meanwhile."""
+
+    def __init__(self, clock: Mapping[str, Any]) -> None:
+        self.clock = str(clock.get("clock") or "real")
+        self.window: dict[str, Any] | None = None
+        self._before: cpu.HostSample | None = None
+        self._wake: cpu.WakeProbe | None = None
+
+    def __enter__(self) -> HostWatch:
+        if self.clock == "real":
+            self._before = cpu.sample_host()
+            self._wake = cpu.WakeProbe()
+            self._wake.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._before is not None and self._wake is not None:
+            wake = self._wake.stop()
+            self.window = {**cpu.host_window(self._before, cpu.sample_host()), "wake": wake}
+
+    def record(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        if self.window is None:
+            return fidelity.not_applicable(self.clock)
+        return fidelity.record(self.window, result)
+
+
 def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb: TestbedLike,
          topo_doc: Any, qdiscs: Any, do_trial: RunTrial, ctx: kinds.Context,
          prog: Progress) -> int:
@@ -189,8 +217,10 @@ def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb
     guest_started = time.time()
     result = {"params": t.params}
     try:
-        with tb.scope():  # what the trial starts (servers, files, rules) ends with it
+        # what the trial starts (servers, files, rules) ends with it
+        with HostWatch(results.clock_info()) as watch, tb.scope():
             m = do_trial(tb, t, ctx)
+        quality = watch.record(m.result)
     except Exception as exc:  # any failure is this trial's, never the run's
         reason = str(exc) if isinstance(exc, TestbedError) else f"{type(exc).__name__}: {exc}"
         results.write_trial(con, trial_row(
@@ -205,7 +235,10 @@ def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb
         exp, run_id, t, started=started, finished=results.wall_time(), metrics=m.metrics,
         result={**result, **m.result, **_clock_doc(guest_started),
                 "units": kinds.units_of(t.measurement.kind, m.metrics),
-                "description": t.measurement.description},
+                "description": t.measurement.description, fidelity.KEY: quality},
         topology=topo_doc, qdiscs=qdiscs))
     prog.finish()
+    if quality["verdict"] == fidelity.SUSPECT:
+        prog.note(f"suspect trial (kept, left out of verdicts): {t.label}: "
+                  + "; ".join(quality["reasons"]))
     return 0

@@ -465,7 +465,10 @@ def run_spec(con: sqlite3.Connection, run_id: str) -> dict[str, Any]:
 def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
     """Per group (experiment, measurement, sweep point without repetition, clock): statistics
     of every metric over the repetitions that succeeded. Trials measured on different clocks
-    (`clock_label`: virtual with its icount shift, real with its kernel) are never pooled."""
+    (`clock_label`: virtual with its icount shift, real with its kernel) are never pooled.
+    `suspect` counts the trials whose host did not keep up (testbed.fidelity; they stay in
+    these statistics, the report leaves them out), `fidelity` holds each trial's record."""
+    from testbed import fidelity
     from testbed.stats import describe
 
     groups: dict[tuple[str, str, str, str], list[TrialRow]] = {}
@@ -490,6 +493,10 @@ def group_stats(rows: Sequence[TrialRow]) -> list[dict[str, Any]]:
             if isinstance(first.result, dict) else "",
             "metrics": {k: describe(v).to_dict() for k, v in sorted(metrics.items())},
             "units": {k: units[k] for k in sorted(metrics) if k in units},
+            "suspect": sum(fidelity.is_suspect(m.result) for m in members),
+            "fidelity": [{"trial": m.trial_key, "repetition": m.repetition,
+                          "verdict": fidelity.verdict(m.result),
+                          "record": m.result.get(fidelity.KEY)} for m in members],
         })
     return out
 

@@ -380,10 +380,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         pt = ", ".join(f"{k}={v}" for k, v in g["point"].items())
         print(
             f"{g['experiment']} / {g['measurement']}  [{pt}]  trials={g['trials']}  "
-            f"clock={g['clock']}"
+            f"clock={g['clock']}  {fidelity_summary(g)}"
         )
         if g["description"]:
             print(f"    {g['description']}")
+        for line in suspect_lines(g):
+            print(line)
         print(
             f"    {'metric':<30} {'unit':<6} {'n':>3} {'mean':>12} {'stdev':>10} "
             f"{'95% CI':>25} {'min':>12} {'median':>12} {'max':>12}"
@@ -400,6 +402,28 @@ def cmd_show(args: argparse.Namespace) -> int:
         for r in errors:
             print(f"  {r.measurement} {r.point} #{r.repetition}: {(r.error or '').splitlines()[0]}")
     return 0
+
+
+def fidelity_summary(group: dict[str, Any]) -> str:
+    """`suspect=N` of a group's trials (testbed.fidelity), or why there is no verdict."""
+    from testbed import fidelity
+
+    verdicts = [f["verdict"] for f in group.get("fidelity", [])]
+    judged = [v for v in verdicts if v in (fidelity.OK, fidelity.SUSPECT)]
+    if judged:
+        return f"suspect={verdicts.count(fidelity.SUSPECT)}/{len(judged)}"
+    if verdicts and all(v == fidelity.NOT_APPLICABLE for v in verdicts):
+        return "fidelity: not applicable (virtual clock)"
+    return "fidelity: not recorded"
+
+
+def suspect_lines(group: dict[str, Any]) -> list[str]:
+    """One line per suspect trial of a group: its repetition and why (kept, out of verdicts)."""
+    from testbed import fidelity
+
+    return [f"    suspect #{f['repetition']}: " + "; ".join(fidelity.suspect_reasons(
+        {fidelity.KEY: f["record"]})) for f in group.get("fidelity", [])
+            if f["verdict"] == fidelity.SUSPECT]
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -1,8 +1,11 @@
-"""CPU during a trial: machine softirq/system time (/proc/stat) and a process's (/proc/PID/stat)."""
+"""CPU during a trial: machine softirq/system time (/proc/stat), a process's (/proc/PID/stat), and
+the host's headroom over a whole trial (idle share, CPU pressure stall time: `HostSample`) and
+how late a sleeping thread wakes meanwhile (`WakeProbe`)."""
 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,3 +125,110 @@ class CpuSampler:
             "processes": procs,
             "processes_note": "userspace processes by pid, % of one CPU",
         }
+
+
+def parse_cpu_pressure(text: str) -> int | None:
+    """Microseconds some task waited for a CPU (`some ... total=` of /proc/pressure/cpu, PSI)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "some":
+            for field in parts[1:]:
+                if field.startswith("total="):
+                    return int(field[len("total="):])
+    return None
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """The machine's CPU counters at one moment: /proc/stat's aggregate line and, where the
+    kernel has PSI, the CPU pressure stall total."""
+
+    monotonic: float
+    times: CpuTimes
+    pressure_us: int | None
+    ncpu: int
+    own_s: float  # CPU seconds of this process and its children reaped so far
+
+
+def sample_host(proc: Path = Path("/proc")) -> HostSample:
+    """Read the machine's CPU counters now (what a trial's fidelity record compares)."""
+    import time
+
+    try:
+        pressure = parse_cpu_pressure((proc / "pressure" / "cpu").read_text())
+    except (OSError, ValueError):
+        pressure = None
+    t = os.times()
+    return HostSample(time.monotonic(), parse_proc_stat((proc / "stat").read_text()), pressure,
+                      os.cpu_count() or 1,
+                      t.user + t.system + t.children_user + t.children_system)
+
+
+def host_window(before: HostSample, after: HostSample) -> dict[str, Any]:
+    """The machine between two samples, in percent of all CPUs: idle (idle + iowait: nothing to
+    run), this process's own with its reaped children (`own`: a trial's processes), headroom
+    (idle + own: what nothing else took), stolen by a hypervisor; and how much of the interval
+    some task waited for a CPU (PSI `some`, percent of the interval; None without PSI)."""
+    seconds = max(after.monotonic - before.monotonic, 0.0)
+    share = machine_share(before.times, after.times)
+    idle = share["idle"] + share["iowait"]
+    own = 100.0 * (after.own_s - before.own_s) / (seconds * after.ncpu) if seconds > 0 else 0.0
+    waited = None
+    if before.pressure_us is not None and after.pressure_us is not None and seconds > 0:
+        waited = 100.0 * (after.pressure_us - before.pressure_us) / 1e6 / seconds
+    return {
+        "seconds": seconds,
+        "ncpu": after.ncpu,
+        "idle_percent": idle,
+        "own_percent": own,
+        "headroom_percent": min(100.0, idle + own),
+        "steal_percent": share["steal"],
+        "cpu_wait_percent": waited,
+    }
+
+
+def percentile_us(sorted_s: list[float], q: float) -> float:
+    """The `q` quantile (0..1, nearest rank) of sorted seconds, in microseconds."""
+    i = min(len(sorted_s) - 1, max(0, round(q * (len(sorted_s) - 1))))
+    return 1e6 * sorted_s[i]
+
+
+def lateness_summary(lates_s: list[float], period_s: float) -> dict[str, Any]:
+    """How late a thread sleeping `period_s` at a time woke (seconds past its due time each):
+    count, median, 90th and 99th percentile and maximum, in µs (None without wakeups)."""
+    s = sorted(max(v, 0.0) for v in lates_s)
+    if not s:
+        return {"period_us": 1e6 * period_s, "wakeups": 0, "median_us": None, "p90_us": None,
+                "p99_us": None, "max_us": None}
+    return {"period_us": 1e6 * period_s, "wakeups": len(s), "median_us": percentile_us(s, 0.5),
+            "p90_us": percentile_us(s, 0.9), "p99_us": percentile_us(s, 0.99),
+            "max_us": 1e6 * s[-1]}
+
+
+class WakeProbe:
+    """A thread that sleeps `period_s` again and again and notes how late it woke: what any
+    process of the trial waking to send or answer waits for a CPU (a small cyclictest)."""
+
+    def __init__(self, period_s: float = 0.002) -> None:
+        self.period_s = period_s
+        self.lates: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="wake-probe", daemon=True)
+
+    def _loop(self) -> None:
+        import time
+
+        clock, period = time.monotonic, self.period_s
+        while not self._stop.is_set():
+            t = clock()
+            time.sleep(period)
+            self.lates.append(clock() - t - period)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        return lateness_summary(self.lates, self.period_s)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from testbed import results
+from testbed import fidelity, results
 from testbed.errors import UsageError
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ class Dataset:
     runs: list[dict[str, Any]]
     trials: list[results.TrialRow]
     envs: dict[str, Env] = field(default_factory=dict)  # trial_key -> Env
+    suspect: list[results.TrialRow] = field(default_factory=list)  # as stored; left out
 
     def experiments(self) -> list[str]:
         return sorted({r["experiment"] for r in self.runs})
@@ -93,7 +94,10 @@ def trial_env(t: results.TrialRow, prov: Mapping[str, Any]) -> Env:
 
 
 def load(db: Path, run_ids: Sequence[str] = (), experiments: Sequence[str] = ()) -> Dataset:
-    """Runs named by id, and every run of the named experiments, with all their trials."""
+    """Runs named by id, and every run of the named experiments, with all their trials. A
+    trial whose host did not keep up (testbed.fidelity: suspect) is left out of every statistic
+    and verdict: it comes as a failed trial saying why (the report lists those), and as stored
+    in `Dataset.suspect`."""
     if not db.exists():
         raise UsageError(f"no results database at {db}",
                          hint="run an experiment first (testbed run smoke --quick), or pass --db")
@@ -118,7 +122,12 @@ def load(db: Path, run_ids: Sequence[str] = (), experiments: Sequence[str] = ())
             rows.extend(results.trials(con, run_id=r["run_id"]))
     provs = {r["run_id"]: r["provenance"] for r in chosen}
     envs = {t.trial_key: trial_env(t, provs.get(t.run_id, {})) for t in rows}
-    return Dataset(db, chosen, rows, envs)
+    suspect = [t for t in rows if t.status == "ok" and fidelity.is_suspect(t.result)]
+    out = {t.trial_key for t in suspect}
+    rows = [replace(t, status="error", error="left out of verdicts (kept in the database): the "
+                    "host did not keep up: " + "; ".join(fidelity.suspect_reasons(t.result)))
+            if t.trial_key in out else t for t in rows]
+    return Dataset(db, chosen, rows, envs, suspect)
 
 
 # --- grouping -------------------------------------------------------------------------------
