@@ -354,3 +354,38 @@ def compare(kind: str, metric: str, a: Mapping[str, Any], b: Mapping[str, Any],
         return replace(o, evidence=f"{means}; {o.evidence}")
 
     return check
+
+
+def judge_between(e: Effect | None, low: float, high: float, tolerance: str, what: str,
+                  needs: str = "two or more repetitions on each side") -> Outcome:
+    """An effect inside a stated range [low, high] (e.g. "about 10x lower": -93 % ... -80 %):
+    holds when the whole interval lies inside it, does not hold when wholly outside, else
+    inconclusive."""
+    if e is None:
+        return Outcome("inconclusive", f"{what}: no interval", f"evidence short: needs {needs}",
+                       tolerance=tolerance)
+    status = side(Difference(e.value, e.low, e.high, e.n), low, high)
+    reason = "" if status != "inconclusive" else (
+        f"the interval straddles an edge of {pct(low)} … {pct(high)}: more repetitions would "
+        "narrow it")
+    return Outcome(status, f"{what}: {describe_effect(e)}; needs the interval inside "
+                   f"{pct(low)} … {pct(high)}", reason, e.n, e.value, (e.low, e.high), tolerance)
+
+
+def all_of(parts: Sequence[Outcome], tolerance: str, reason: str = "") -> Outcome:
+    """The parts of one claim (each judged): does not hold when a part does not hold, holds
+    when every part holds, else inconclusive (the first inconclusive part's reason). n sums the
+    parts'; the effect and interval are the deciding part's (the first that does not hold, else
+    the first inconclusive, else the first). `reason`: the known cause when it does not hold."""
+    judged = [p for p in parts if p.status in ("holds", "does not hold", "inconclusive")]
+    if not judged:
+        return Outcome("inconclusive", "no part judged", "evidence short", tolerance=tolerance)
+    statuses = {p.status for p in judged}
+    status: Status = ("does not hold" if "does not hold" in statuses else "holds"
+                      if statuses == {"holds"} else "inconclusive")
+    decider = next((p for p in judged if p.status == status), judged[0])
+    why = {"holds": "", "inconclusive": decider.reason,
+           "does not hold": reason or decider.reason}[status]
+    n = sum(p.n for p in judged if p.n) or None
+    return Outcome(status, "; ".join(p.evidence for p in judged if p.evidence), why, n,
+                   decider.effect, decider.interval, tolerance)
