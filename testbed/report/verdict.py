@@ -389,3 +389,14 @@ def all_of(parts: Sequence[Outcome], tolerance: str, reason: str = "") -> Outcom
     n = sum(p.n for p in judged if p.n) or None
     return Outcome(status, "; ".join(p.evidence for p in judged if p.evidence), why, n,
                    decider.effect, decider.interval, tolerance)
+
+
+def against(values: Sequence[float], reference: float, exact: bool = False) -> Effect | None:
+    """values over a reference without noise (a model's value, a printed number) - 1, with the
+    95 % t interval of the values' mean (None below 2 values unless `exact`)."""
+    if reference <= 0:
+        return None
+    ci = mean_ci([v / reference - 1 for v in values], exact)
+    if ci is None:
+        return None
+    return Effect(ci.value, ci.low, ci.high, ci.n, 0.0, math.inf)
