@@ -281,11 +281,32 @@ def do_ipd(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
     return out
 
 
+def go_loss(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
+    """RFC 2544 throughput and frame loss per IP version and frame size: steps of 10 % down from
+    line rate; loss only above the measured throughput (the paper's 0 %), or, without the
+    effect, a random 0.01-1 % at one step at or below it in every series."""
+    out = []
+    for ip, size in itertools.product((4, 6), (128, 512, 1518)):
+        thr = 1e9 * (0.7 + 0.2 * float(rng.random()))
+        steps = [{"offered": 1e9 * (1 - k / 10), "generator_short": False} for k in range(6)]
+        below = [p for p in steps if p["offered"] <= thr]
+        bad = below[int(rng.integers(len(below)))] if not effect and below else None
+        for p in steps:
+            p["loss_percent"] = (max(0.0, (p["offered"] - thr) / p["offered"] * 100)
+                                 if p["offered"] > thr else
+                                 float(rng.uniform(0.01, 1.0)) if p is bad else 0.0)
+        out.append(TrialRow(f"n{next(_keys)}", "run", "x", "quick", "m", "rfc2544",
+                            {"ip": ip, "frame_size": size}, "k", 0, 0.0, 1.0, "ok", None,
+                            {"throughput_bps": thr}, {"params": {}, "frame_loss": steps}, {},
+                            []))
+    return out
+
+
 GENERATORS: dict[str, Gen] = {
     "gm:1": gamess, "gm:8": gamess, "ze:5": ze_rtt, "ze:6": ze_stack, "ze:7": ze_stack,
     "ze:8": ze_stack, "qu:1": qu_native, "qu:4": qu_nat64, "go:1": go_equal, "go:2": go_spread,
     "go:4": go_perf, "do:6": do_onset, "do:10": do_icmp, "do:16": do_srh,
-    "gm:5": gm_model, "do:7": do_bidir, "do:9": do_ipd, "gm:7": gm_model,
+    "go:5": go_loss, "gm:5": gm_model, "do:7": do_bidir, "do:9": do_ipd, "gm:7": gm_model,
     **{f"qu:{i}": qu_mechs for i in (2, 3, 5, 6, 7, 8, 9, 10)},
 }
 

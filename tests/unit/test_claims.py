@@ -435,6 +435,12 @@ def test_go5_judges_the_steps_at_or_below_the_measured_throughput() -> None:
             for p in t.result["frame_loss"]:
                 p["generator_short"] = True
     assert status("go:5", short) == "not measured"
+    # one series whose sender could offer no step of the paper's test: "every test" not shown
+    partly = go_trials()
+    for p in partly[2].result["frame_loss"]:
+        p["generator_short"] = True
+    out = CHECKS["go:5"](claims.Data(partly))
+    assert out.status == "inconclusive" and "1 of 18 series" in out.reason, out
     assert status("go:5", [row("rfc2544", {"throughput_bps": 1.0}, {"ip": 4})]) == \
         "not measured"
 
