@@ -372,15 +372,15 @@ CPU_BOUND = ("the paper's Cisco 1841 ran at 60-80 % CPU; the emulated router run
 
 CLAIMS: tuple[Claim, ...] = (
     Claim('do:1', "More IPv6 share → higher router CPU and lower maximum traffic.", do_1,
-          tolerance=DO1_TOLERANCE, construction=BY_HEADERS),
+          tolerance=DO1_TOLERANCE, effect=True, construction=BY_HEADERS),
     Claim('do:2', "Maximum traffic rises with frame size up to 1518 B and drops from 1518 to 1522 (fragmentation), far more for IPv6-heavy mixes.", do_2,  # noqa: E501
           construction=BY_HEADERS),
     Claim('do:3', "At every frame size pure IPv4 carries the most traffic; more IPv6 means less.", do_3,  # noqa: E501
-          tolerance=DO3_TOLERANCE, construction=BY_HEADERS),
+          tolerance=DO3_TOLERANCE, effect=True, construction=BY_HEADERS),
     Claim('do:4', "CPU rises with throughput and with IPv6 share; for IPv4 it rises as frames get smaller.", do_4,  # noqa: E501
-          tolerance=DO4_TOLERANCE, construction=BY_HEADERS),
+          tolerance=DO4_TOLERANCE, effect=True, construction=BY_HEADERS),
     Claim('do:5', "Packets per second fall with frame size.", do_5,
-          tolerance=DO5_TOLERANCE, construction=BY_HEADERS),
+          tolerance=DO5_TOLERANCE, effect=True, construction=BY_HEADERS),
     Claim('do:6', "IPv6 reaches its loss onset at a lower offered load than IPv4.", do_6,
           effect=True),
     Claim('do:7', "Bidirectional traffic needs more CPU; mixed bidirectional reaches about half the unidirectional maximum.", do_7,  # noqa: E501
