@@ -350,21 +350,23 @@ BY_SHAPER = ("the link shaper (tbf, netem) frames packets by the same Ethernet/I
 
 CLAIMS: tuple[Claim, ...] = (
     Claim('gm:1', "IPv4 performs slightly better than IPv6 (higher throughput, lower OWD) at every payload.", gm_1,  # noqa: E501
-          effect=True),
+          tolerance=GM1_TOLERANCE, effect=True),
     Claim('gm:2', "IPv4 Ethernet maximum throughput rises up to 1480 B, falls at 1481, repeats every 1480 B; peak 9.62 Mbit/s.", gm_2,  # noqa: E501
           tolerance=GM2_TOLERANCE, effect=True,
           construction=BY_SHAPER),
     Claim('gm:3', "IPv6 maximum rises up to 1460 B, falls at 1461 and 2901; peak 9.49 Mbit/s.", gm_3,  # noqa: E501
           tolerance=GM3_TOLERANCE, effect=True,
           construction=BY_SHAPER),
-    Claim('gm:4', "Fast Ethernet has the same shape, IPv4 above IPv6.", gm_4),
+    Claim('gm:4', "Fast Ethernet has the same shape, IPv4 above IPv6.", gm_4,
+          tolerance=GM4_TOLERANCE),
     Claim('gm:5', "Measured throughput is very close to the model, except small payloads on GigabitEthernet (Tables I–II).", gm_5,  # noqa: E501
           tolerance=GM5_TOLERANCE, effect=True),
-    Claim('gm:6', "Measured OWD through 0–5 routers is very close to equation (10) at 10 and 100 Mbit/s (Tables III–VI).", gm_6),  # noqa: E501
+    Claim('gm:6', "Measured OWD through 0–5 routers is very close to equation (10) at 10 and 100 Mbit/s (Tables III–VI).", gm_6,  # noqa: E501
+          tolerance=GM6_TOLERANCE),
     Claim('gm:7', "OWD grows linearly with the number of routers (slope TTFS + π).", gm_7,
           tolerance=GM7_TOLERANCE, effect=True),
     Claim('gm:8', "IPv6 OWD is slightly above IPv4 at equal payload.", gm_8,
-          effect=True),
+          tolerance=GM8_TOLERANCE, effect=True),
     Claim('gm:9', "The models are an upper bound on achievable throughput.", gm_9,
           tolerance=GM9_TOLERANCE, effect=True, construction=BY_SHAPER),
 )
