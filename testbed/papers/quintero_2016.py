@@ -159,13 +159,13 @@ def _any(p: str, r: float | None, s: int | None) -> bool:
 
 
 def _cmp(d: Data, kind: str, a: str, b: str, expect: Expect, bound: float, what: str,
-         tolerance: str, keep: Keep = _any) -> Outcome | None:
-    """b over a (b/a − 1) pooled over the cells `keep` takes, judged against `bound`; None
-    when no cell has both."""
+         tolerance: str, keep: Keep = _any) -> Outcome:
+    """b over a (b/a − 1) pooled over the cells `keep` takes, judged against `bound`; "not
+    measured" (naming `what`) when no cell has both, which `all_of` counts as missing evidence."""
     vals, exact = _vals(d, kind)
     pairs = _pairs(vals, a, b, keep)
     if not pairs:
-        return None
+        return not_measured(what)
     return judge(cells_ratio(pairs, exact), expect, bound, tolerance, what, QU_NEEDS)
 
 
@@ -176,7 +176,7 @@ QU2_TOLERANCE = ("6to4/ISATAP − 1 inside ±10 % in OWD and throughput (TOST; o
 
 
 def qu_2(d: Data) -> Outcome:
-    parts = [o for o in (
+    parts = [
         _cmp(d, "pingpong", ISATAP, SIXTOFOUR, "within", 0.10, "6to4 vs ISATAP OWD",
              QU2_TOLERANCE),
         _cmp(d, "iperf3", ISATAP, SIXTOFOUR, "within", 0.10, "6to4 vs ISATAP throughput",
@@ -184,9 +184,7 @@ def qu_2(d: Data) -> Outcome:
         *(_cmp(d, "pingpong", NATIVE6, t, "above", 0.0, f"{t} over native IPv6 OWD",
                QU2_TOLERANCE) for t in TUNNELS),
         *(_cmp(d, "iperf3", NATIVE6, t, "below", 0.0, f"{t} over native IPv6 throughput",
-               QU2_TOLERANCE) for t in TUNNELS)) if o is not None]
-    if len(parts) < 2:
-        return not_measured("6to4 and ISATAP beside native IPv6")
+               QU2_TOLERANCE) for t in TUNNELS)]
     return all_of(parts, QU2_TOLERANCE, d.serialization_reason())
 
 
@@ -266,7 +264,7 @@ def qu_6(d: Data) -> Outcome:
     def big(p: str, r: float | None, s: int | None) -> bool:
         return _udp100(p, r, s) and (s or 0) > 1750
 
-    parts = [o for o in (
+    parts = [
         _cmp(d, "pingpong", NATIVE4, NATIVE6, "above", 0.0, "native IPv6 over IPv4",
              QU6_TOLERANCE, _udp100),
         *(_cmp(d, "pingpong", NATIVE6, t, "above", 0.0, f"{t} over native IPv6", QU6_TOLERANCE,
@@ -274,13 +272,8 @@ def qu_6(d: Data) -> Outcome:
         _cmp(d, "pingpong", ISATAP, SIXTOFOUR, "within", 0.10, "6to4 vs ISATAP", QU6_TOLERANCE,
              _udp100),
         _cmp(d, "pingpong", JOOL, TAYGA, "above", 0.5, "TAYGA over Jool above 1750 B",
-             QU6_TOLERANCE, big)) if o is not None]
-    if not parts:
-        return not_measured("UDP OWD at 100 Mbit/s of native IPv4 and IPv6")
-    o = all_of(parts, QU6_TOLERANCE, d.serialization_reason())
-    if not any("TAYGA" in p.evidence for p in parts):
-        o = replace(o, evidence=o.evidence + "; TAYGA vs Jool above 1750 B not measured")
-    return o
+             QU6_TOLERANCE, big)]
+    return all_of(parts, QU6_TOLERANCE, d.serialization_reason())
 
 
 QU7_LOW, QU7_HIGH = 1 / 15 - 1, 1 / 5 - 1
@@ -298,9 +291,9 @@ def qu_7(d: Data) -> Outcome:
         return not_measured("TCP OWD at both 10 and 100 Mbit/s")
     parts = [judge_between(cells_ratio(pairs, exact), QU7_LOW, QU7_HIGH, QU7_TOLERANCE,
                            "TCP OWD 100 over 10 Mbit/s", QU_NEEDS)]
-    parts += [o for t, n in itertools.product(TUNNELS, (NATIVE4, NATIVE6)) if (o := _cmp(
-        d, "pingpong", n, t, "above", 0.0, f"{t} over {n} at 100 Mbit/s", QU7_TOLERANCE,
-        lambda p, r, s: p == "tcp" and r == 100e6)) is not None]
+    parts += [_cmp(d, "pingpong", n, t, "above", 0.0, f"{t} over {n} at 100 Mbit/s",
+                   QU7_TOLERANCE, lambda p, r, s: p == "tcp" and r == 100e6)
+              for t, n in itertools.product(TUNNELS, (NATIVE4, NATIVE6))]
     return all_of(parts, QU7_TOLERANCE, d.serialization_reason())
 
 
@@ -332,16 +325,13 @@ def _thr_parts(d: Data, rate: float, tol: str) -> list[Outcome]:
              (ISATAP, SIXTOFOUR, "within", 0.10), (TAYGA, JOOL, "within", 0.10)]
     out = []
     for a, b, expect, bound in specs:
-        o = _cmp(d, "iperf3", a, b, expect, bound, f"{b} over {a}", tol, at)
-        if o is not None:
-            out.append(o)
+        out.append(_cmp(d, "iperf3", a, b, expect, bound, f"{b} over {a} at "
+                        f"{rate_name(rate)}", tol, at))
     return out
 
 
 def qu_8(d: Data) -> Outcome:
     parts = _thr_parts(d, 10e6, QU8_TOLERANCE)
-    if not parts:
-        return not_measured("UDP throughput at 10 Mbit/s of native IPv4 and another mechanism")
     return all_of(parts, QU8_TOLERANCE, _thr_clocks_reason(d))
 
 
@@ -353,16 +343,13 @@ QU9_TOLERANCE = ("qu:8's ordering at 100 Mbit/s, and throughput at 100 over 10 M
 
 def qu_9(d: Data) -> Outcome:
     parts = _thr_parts(d, 100e6, QU9_TOLERANCE)
-    if not parts:
-        return not_measured("UDP throughput at 100 Mbit/s of native IPv4 and another mechanism")
     vals, exact = _vals(d, "iperf3")
     pairs = [(v, vals[(m, p, 100e6, s)]) for (m, p, r, s), v in sorted(vals.items(), key=str)
              if r == 10e6 and (m, p, 100e6, s) in vals]
-    if pairs:
-        parts.append(judge_between(cells_ratio(pairs, exact), QU9_LOW, QU9_HIGH, QU9_TOLERANCE,
-                                   "throughput 100 over 10 Mbit/s", QU_NEEDS))
-    o = all_of(parts, QU9_TOLERANCE, _thr_clocks_reason(d))
-    return o if pairs else replace(o, evidence=o.evidence + "; ratio to 10 Mbit/s not measured")
+    parts.append(judge_between(cells_ratio(pairs, exact), QU9_LOW, QU9_HIGH, QU9_TOLERANCE,
+                               "throughput 100 over 10 Mbit/s", QU_NEEDS) if pairs else
+                 not_measured("throughput of one mechanism at both 10 and 100 Mbit/s"))
+    return all_of(parts, QU9_TOLERANCE, _thr_clocks_reason(d))
 
 
 QU10_TOLERANCE = ("Jool's OWD over TAYGA's above 1750 B below 0 for each protocol and rate, "

@@ -374,21 +374,28 @@ def judge_between(e: Effect | None, low: float, high: float, tolerance: str, wha
 
 def all_of(parts: Sequence[Outcome], tolerance: str, reason: str = "") -> Outcome:
     """The parts of one claim (each judged): does not hold when a part does not hold, holds
-    when every part holds, else inconclusive (the first inconclusive part's reason). n sums the
-    parts'; the effect and interval are the deciding part's (the first that does not hold, else
-    the first inconclusive, else the first). `reason`: the known cause when it does not hold."""
+    when every part holds, else inconclusive (the first inconclusive part's reason). A part
+    "not measured" is missing evidence: with others judged the claim is inconclusive (unless a
+    part does not hold), with none it is not measured. n sums the parts'; the effect and
+    interval are the deciding part's (the first that does not hold, else the first
+    inconclusive, else the first). `reason`: the known cause when it does not hold."""
     judged = [p for p in parts if p.status in ("holds", "does not hold", "inconclusive")]
+    missing = [p.reason.removeprefix("not measured: needs ") for p in parts
+               if p.status == "not measured"]
     if not judged:
-        return Outcome("inconclusive", "no part judged", "evidence short", tolerance=tolerance)
+        return Outcome("not measured", "", "not measured: needs " + "; ".join(missing)
+                       if missing else "evidence short", tolerance=tolerance)
     statuses = {p.status for p in judged}
     status: Status = ("does not hold" if "does not hold" in statuses else "holds"
-                      if statuses == {"holds"} else "inconclusive")
+                      if statuses == {"holds"} and not missing else "inconclusive")
     decider = next((p for p in judged if p.status == status), judged[0])
-    why = {"holds": "", "inconclusive": decider.reason,
+    short = f"evidence short: not measured: {'; '.join(missing)}"
+    why = {"holds": "", "inconclusive": decider.reason if decider.status == status else short,
            "does not hold": reason or decider.reason}[status]
     n = sum(p.n for p in judged if p.n) or None
-    return Outcome(status, "; ".join(p.evidence for p in judged if p.evidence), why, n,
-                   decider.effect, decider.interval, tolerance)
+    evidence = "; ".join([*(p.evidence for p in judged if p.evidence),
+                          *(f"not measured: {m}" for m in missing)])
+    return Outcome(status, evidence, why, n, decider.effect, decider.interval, tolerance)
 
 
 def against(values: Sequence[float], reference: float, exact: bool = False) -> Effect | None:
