@@ -167,15 +167,15 @@ class Data:
                 out.append(r)
         return out
 
-    def cells(self, rows: Iterable[TrialRow], metric: str,
+    def cells(self, rows: Iterable[TrialRow], metric: str | Callable[[TrialRow], float | None],
               key: Callable[[TrialRow], tuple[Any, ...] | None]
               ) -> dict[tuple[Any, ...], list[float]]:
-        """metric values grouped by key(row) (rows without the metric or key are left out),
-        each cell from one environment only."""
+        """metric values (a metric's name, or a function of the trial) grouped by key(row)
+        (rows without the metric or key are left out), each cell from one environment only."""
         per: dict[tuple[Any, ...], dict[Env, list[float]]] = defaultdict(dict)
         for r in rows:
             k = key(r)
-            v = r.metrics.get(metric)
+            v = metric(r) if callable(metric) else r.metrics.get(metric)
             if k is None or v is None or isinstance(v, bool) or not math.isfinite(float(v)):
                 continue
             per[k].setdefault(self.env(r), []).append(float(v))
@@ -184,7 +184,8 @@ class Data:
             ranked = sorted(by_env.items(), key=lambda kv: (-len(kv[1]), kv[0].label))
             out[k] = ranked[0][1]
             if len(ranked) > 1:
-                self.notes.add(f"{metric}: cells measured in several environments are judged "
+                name = metric if isinstance(metric, str) else getattr(metric, "__name__", "")
+                self.notes.add(f"{name}: cells measured in several environments are judged "
                                f"on {ranked[0][0].label} only (never pooled; set aside: "
                                + ", ".join(e.label for e, _ in ranked[1:]) + ")")
         return out

@@ -33,9 +33,9 @@ class Effect:
 
 
 def _t(df: float, q: float = 0.975) -> float:
-    from scipy import stats as sps
+    from scipy import special  # the t quantile without scipy.stats' per-call overhead
 
-    return float(sps.t.ppf(q, df)) if df > 0 and math.isfinite(df) else 1.959964
+    return float(special.stdtrit(df, q)) if df > 0 and math.isfinite(df) else 1.959964
 
 
 def _mean_var(v: Sequence[float]) -> tuple[float, float]:
@@ -354,3 +354,56 @@ def compare(kind: str, metric: str, a: Mapping[str, Any], b: Mapping[str, Any],
         return replace(o, evidence=f"{means}; {o.evidence}")
 
     return check
+
+
+def judge_between(e: Effect | None, low: float, high: float, tolerance: str, what: str,
+                  needs: str = "two or more repetitions on each side") -> Outcome:
+    """An effect inside a stated range [low, high] (e.g. "about 10x lower": -93 % ... -80 %):
+    holds when the whole interval lies inside it, does not hold when wholly outside, else
+    inconclusive."""
+    if e is None:
+        return Outcome("inconclusive", f"{what}: no interval", f"evidence short: needs {needs}",
+                       tolerance=tolerance)
+    status = side(Difference(e.value, e.low, e.high, e.n), low, high)
+    reason = "" if status != "inconclusive" else (
+        f"the interval straddles an edge of {pct(low)} … {pct(high)}: more repetitions would "
+        "narrow it")
+    return Outcome(status, f"{what}: {describe_effect(e)}; needs the interval inside "
+                   f"{pct(low)} … {pct(high)}", reason, e.n, e.value, (e.low, e.high), tolerance)
+
+
+def all_of(parts: Sequence[Outcome], tolerance: str, reason: str = "") -> Outcome:
+    """The parts of one claim (each judged): does not hold when a part does not hold, holds
+    when every part holds, else inconclusive (the first inconclusive part's reason). A part
+    "not measured" is missing evidence: with others judged the claim is inconclusive (unless a
+    part does not hold), with none it is not measured. n sums the parts'; the effect and
+    interval are the deciding part's (the first that does not hold, else the first
+    inconclusive, else the first). `reason`: the known cause when it does not hold."""
+    judged = [p for p in parts if p.status in ("holds", "does not hold", "inconclusive")]
+    missing = [p.reason.removeprefix("not measured: needs ") for p in parts
+               if p.status == "not measured"]
+    if not judged:
+        return Outcome("not measured", "", "not measured: needs " + "; ".join(missing)
+                       if missing else "evidence short", tolerance=tolerance)
+    statuses = {p.status for p in judged}
+    status: Status = ("does not hold" if "does not hold" in statuses else "holds"
+                      if statuses == {"holds"} and not missing else "inconclusive")
+    decider = next((p for p in judged if p.status == status), judged[0])
+    short = f"evidence short: not measured: {'; '.join(missing)}"
+    why = {"holds": "", "inconclusive": decider.reason if decider.status == status else short,
+           "does not hold": reason or decider.reason}[status]
+    n = sum(p.n for p in judged if p.n) or None
+    evidence = "; ".join([*(p.evidence for p in judged if p.evidence),
+                          *(f"not measured: {m}" for m in missing)])
+    return Outcome(status, evidence, why, n, decider.effect, decider.interval, tolerance)
+
+
+def against(values: Sequence[float], reference: float, exact: bool = False) -> Effect | None:
+    """values over a reference without noise (a model's value, a printed number) - 1, with the
+    95 % t interval of the values' mean (None below 2 values unless `exact`)."""
+    if reference <= 0:
+        return None
+    ci = mean_ci([v / reference - 1 for v in values], exact)
+    if ci is None:
+        return None
+    return Effect(ci.value, ci.low, ci.high, ci.n, 0.0, math.inf)

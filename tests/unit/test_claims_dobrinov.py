@@ -167,12 +167,13 @@ def test_do14_do15_fragmentation() -> None:
 
 
 def test_do9_judges_the_mixed_stream_too() -> None:
-    rows = [row("receiver", {"ipd_mean_us": v}, {"ip": ip, "rate": rate}, {"frame_size": 1518})
-            for ip, rate, v in ((4, "10mbit", 1200.0), (6, "10mbit", 1190.0))]
-    mix = [row("load", {"ipd_mean_us": 1210.0, "sender_pps": 812.0, "offered_pps": 812.7},
-               {"ratio": "50/50", "load": 0.1}, {"frame_size": 1518})]
+    rows = [row("receiver", {"ipd_mean_us": v + rep}, {"ip": ip, "rate": rate},
+                {"frame_size": 1518})
+            for ip, rate, v in ((4, "10mbit", 1200.0), (6, "10mbit", 1190.0)) for rep in (0, 1)]
+    mix = [row("load", {"ipd_mean_us": 1210.0 + rep, "sender_pps": 812.0, "offered_pps": 812.7},
+               {"ratio": "50/50", "load": 0.1}, {"frame_size": 1518}) for rep in (0, 1)]
     out = check("do:9", rows + mix)
     assert out.status == "holds" and "50/50 1210 µs" in out.evidence
-    far = [row("load", {"ipd_mean_us": 2000.0, "sender_pps": 812.0, "offered_pps": 812.7},
-               {"ratio": "50/50", "load": 0.1}, {"frame_size": 1518})]
+    far = [row("load", {"ipd_mean_us": 2000.0 + rep, "sender_pps": 812.0, "offered_pps": 812.7},
+               {"ratio": "50/50", "load": 0.1}, {"frame_size": 1518}) for rep in (0, 1)]
     assert check("do:9", rows + far).status == "does not hold"

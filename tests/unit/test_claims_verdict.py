@@ -129,3 +129,25 @@ def test_side_of_a_bound() -> None:
     assert verdict.side(verdict.difference([1.0, 2.0], [1.5, 1.0]), 0.0, math.inf) == \
         "inconclusive"
     assert verdict.side(None, 0.0, 1.0) == "inconclusive"
+
+
+def test_all_of_counts_an_unmeasured_part_as_missing_evidence() -> None:
+    from testbed.report.claims import Outcome, not_measured
+    from testbed.report.verdict import all_of
+
+    held = Outcome("holds", "a: fine", n=4, effect=0.1, interval=(0.05, 0.15))
+    refuted = Outcome("does not hold", "b: wrong", n=4, effect=-0.1, interval=(-0.2, -0.05))
+    part = all_of([held, not_measured("the tunnels")], "tol")
+    assert part.status == "inconclusive" and "not measured: the tunnels" in part.reason
+    assert all_of([held, refuted, not_measured("x")], "tol").status == "does not hold"
+    assert all_of([not_measured("x"), not_measured("y")], "tol").status == "not measured"
+    assert all_of([held, held], "tol").status == "holds"
+
+
+def test_qu6_with_native_cells_only_is_inconclusive_not_holds() -> None:
+    from testbed.report.claims import Data
+    from tests.unit.test_claims import CHECKS, qu_trials
+
+    natives = [t for t in qu_trials() if t.point["topology"] in ("native4", "native6")]
+    out = CHECKS["qu:6"](Data(natives))
+    assert out.status == "inconclusive" and "6to4 over native IPv6" in out.reason, out
