@@ -222,8 +222,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     out = args.out or Path("reports") / (paper + ("-quick" if args.quick else ""))
     rep = write_report(db, out, run_ids=new)
     failed = sum(len(s.failed) for s in rep.sections)
+    left_out = sum(len(s.left_out) for s in rep.sections)
     print(f"\nreproduce {paper}: {format_duration(time.monotonic() - t0)}, runs "
-          f"{', '.join(new)}, {failed} failed trial(s)", file=sys.stderr)
+          f"{', '.join(new)}, {failed} failed trial(s)"
+          + (f", {left_out} left out of the verdicts (the host did not keep up)" if left_out
+             else ""), file=sys.stderr)
     print(f"report: {rep.html.resolve()}", file=sys.stderr)
     print(_ledger_line(rep), file=sys.stderr)
     return rc

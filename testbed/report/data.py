@@ -96,8 +96,8 @@ def trial_env(t: results.TrialRow, prov: Mapping[str, Any]) -> Env:
 def load(db: Path, run_ids: Sequence[str] = (), experiments: Sequence[str] = ()) -> Dataset:
     """Runs named by id, and every run of the named experiments, with all their trials. A
     trial whose host did not keep up (testbed.fidelity: suspect) is left out of every statistic
-    and verdict: it comes as a failed trial saying why (the report lists those), and as stored
-    in `Dataset.suspect`."""
+    and verdict: it comes with status "suspect" saying why (the report lists those apart from the
+    failed ones), and as stored in `Dataset.suspect`."""
     if not db.exists():
         raise UsageError(f"no results database at {db}",
                          hint="run an experiment first (testbed run smoke --quick), or pass --db")
@@ -124,7 +124,7 @@ def load(db: Path, run_ids: Sequence[str] = (), experiments: Sequence[str] = ())
     envs = {t.trial_key: trial_env(t, provs.get(t.run_id, {})) for t in rows}
     suspect = [t for t in rows if t.status == "ok" and fidelity.is_suspect(t.result)]
     out = {t.trial_key for t in suspect}
-    rows = [replace(t, status="error", error="left out of verdicts (kept in the database): the "
+    rows = [replace(t, status="suspect", error="left out of verdicts (kept in the database): the "
                     "host did not keep up: " + "; ".join(fidelity.suspect_reasons(t.result)))
             if t.trial_key in out else t for t in rows]
     return Dataset(db, chosen, rows, envs, suspect)

@@ -60,6 +60,7 @@ class Section:
     claims_note: str = ""
     runs: list[RunInfo] = field(default_factory=list)
     failed: list[FailedTrial] = field(default_factory=list)
+    left_out: list[FailedTrial] = field(default_factory=list)  # suspect: the host did not keep up
     trials_ok: int = 0
 
     @property
@@ -113,10 +114,10 @@ def _run_info(ds: Dataset, r: dict[str, Any]) -> RunInfo:
                    run_clock(prov), ", ".join(shaping) or "-", prov)
 
 
-def _failed(trials: Sequence[results.TrialRow]) -> list[FailedTrial]:
+def _failed(trials: Sequence[results.TrialRow], status: str = "error") -> list[FailedTrial]:
     out = []
     for t in trials:
-        if t.status != "error":
+        if t.status != status:
             continue
         pt = ", ".join(f"{k}={v}" for k, v in t.point.items())
         out.append(FailedTrial(t.experiment, t.measurement, pt, t.repetition,
@@ -128,7 +129,8 @@ def _paper_section(ds: Dataset, paper: papers.Paper, names: list[str], out: Path
     trials = ds.trials_of(names)
     runs = ds.runs_of(names)
     sec = Section(paper.id, paper.title, names, runs=[_run_info(ds, r) for r in runs],
-                  failed=_failed(trials), trials_ok=sum(1 for t in trials if t.status == "ok"))
+                  failed=_failed(trials), left_out=_failed(trials, "suspect"),
+                  trials_ok=sum(1 for t in trials if t.status == "ok"))
     sec.figures = paper.figures(ds) if paper.figures else []
     for f in sec.figures:
         draw(f, out)
@@ -159,7 +161,8 @@ def build(ds: Dataset, out: Path) -> Report:
         trials = ds.trials_of([e])
         sections.append(Section(
             f"experiment:{e}", e, [e], runs=[_run_info(ds, r) for r in ds.runs_of([e])],
-            failed=_failed(trials), trials_ok=sum(1 for t in trials if t.status == "ok"),
+            failed=_failed(trials), left_out=_failed(trials, "suspect"),
+            trials_ok=sum(1 for t in trials if t.status == "ok"),
             claims_note="this experiment reproduces no paper: no claims"))
     return Report(ds.db, out, sections, time.strftime("%Y-%m-%d %H:%M:%S %Z"))
 

@@ -202,7 +202,8 @@ def test_report_selection_leaves_suspect_trials_out(tmp_path: Path) -> None:
     db = stored(tmp_path)
     ds = data.load(db, experiments=["e"])
     assert [t.repetition for t in ds.suspect] == [1]
-    left = [t for t in ds.trials if t.status == "error"]
+    left = [t for t in ds.trials if t.status == "suspect"]
+    assert not data.failed(ds.trials)  # left out, not failed
     assert len(left) == 1 and left[0].repetition == 1
     assert left[0].error is not None and "left out of verdicts" in left[0].error
     assert "wakeups 4000 µs late" in left[0].error
