@@ -84,7 +84,7 @@ def iperf3(
     wait_listening(tb, server, port)
     argv = ["iperf3", "-c", dst, "-p", str(port), "-t", "1", "-J"]
     if udp:
-        argv += ["-u", "-b", "20M", "-l", "1000"]
+        argv += ["-u", "-b", "5M", "-l", "1000"]  # functional: a rate a loaded host keeps up with
     if reverse:
         argv.append("-R")
     out = tb.run(client, argv, timeout=30)
