@@ -14,7 +14,8 @@ r1's µs per forwarded packet (its NAPI threads' run time, /proc/PID/schedstat, 
 Usage (as root, from the checkout; the host part boots the guest and runs the guest part):
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/router_budget.py [--budgets 0.05,0.1,0.2,0.4,none]
-        [--ip 4,6] [--pps 30000] [--duration 1.0] [--frame 64] [--json FILE]
+        [--ip 4,6] [--pps 30000] [--duration 1.0] [--frame 64] [--period 100ms]
+        [--json FILE]
     .venv/bin/python benchmarks/router_budget.py --show FILE    # a stored result's table
 """
 
@@ -49,8 +50,8 @@ def sink_count(tb: Any) -> int:
     return int(m.group(1))
 
 
-def one_budget(budget: str, ips: list[int], pps: float, duration: float, frame: int
-               ) -> list[dict[str, Any]]:
+def one_budget(budget: str, ips: list[int], pps: float, duration: float, frame: int,
+               period: str) -> list[dict[str, Any]]:
     """Build the topology with `budget`, offer load per IP version; one row each."""
     from testbed import kthreads, waiting
     from testbed.actions import NftRuleset
@@ -60,7 +61,8 @@ def one_budget(budget: str, ips: list[int], pps: float, duration: float, frame: 
     from testbed.testbed import Testbed
     from testbed.topology import load_topology
 
-    topo = load_topology(ROOT / "topologies" / "one-router-budget.toml", {"budget": budget})
+    topo = load_topology(ROOT / "topologies" / "one-router-budget.toml", {"budget": budget,
+                                                                             "period": period})
     rows = []
     with Testbed(topo) as tb:
         group_name = kthreads.budget_group(tb.netns("r1"))
@@ -109,7 +111,7 @@ def guest(a: argparse.Namespace) -> int:
     rows = []
     t0 = time.monotonic()
     for b in a.budgets:
-        rows += one_budget(b, a.ip, a.pps, a.duration, a.frame)
+        rows += one_budget(b, a.ip, a.pps, a.duration, a.frame, a.period)
     print(MARK + json.dumps({"rows": rows, "guest_s": time.monotonic() - t0,
                              "clock": os.environ.get("TESTBED_CLOCK", "real"),
                              "icount_shift": os.environ.get("TESTBED_ICOUNT_SHIFT")}))
@@ -139,7 +141,8 @@ def table(doc: dict[str, Any]) -> str:
 def host(a: argparse.Namespace) -> int:
     inner = [sys.executable, str(Path(__file__).resolve()), "--guest",
              "--budgets", ",".join(a.budgets), "--ip", ",".join(map(str, a.ip)),
-             "--pps", str(a.pps), "--duration", str(a.duration), "--frame", str(a.frame)]
+             "--pps", str(a.pps), "--duration", str(a.duration), "--frame", str(a.frame),
+             "--period", a.period]
     argv = [sys.executable, "-m", "testbed.cli", "vm", "--clock", "virtual", "--",
             "env", f"PYTHONPATH={ROOT}", *inner]
     t0 = time.monotonic()
@@ -173,6 +176,7 @@ def main() -> int:
     p.add_argument("--pps", type=float, default=30000.0)
     p.add_argument("--duration", type=float, default=1.0)
     p.add_argument("--frame", type=int, default=64)
+    p.add_argument("--period", default="100ms", help="cpu.max period (the topology's `period`)")
     p.add_argument("--json", help="write the result document here")
     p.add_argument("--show", metavar="FILE", help="print the table of a stored --json result")
     a = p.parse_args()
