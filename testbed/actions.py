@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from testbed import netlink, processes
+from testbed import kthreads, netlink, processes
 from testbed.api import TestbedLike, Undo
 from testbed.checks import SCRATCH as SCRATCH
 from testbed.checks import Check as Check
@@ -468,6 +468,40 @@ class LoadModule:
             return
         if processes.run(["modprobe", self.module], check=False).returncode != 0:
             raise MissingCapability(self.capability, f"loading module {self.module}", None)
+
+
+@dataclass(frozen=True)
+class CpuBudget:
+    """A node's CPU budget: threaded NAPI on `ifnames`, their kernel threads (all of its
+    forwarding) in cgroup v2 group `testbed-<run>-<node>` with cpu.max `quota_us` per
+    `period_us` (None: no limit). Undo: threads back to the root group, the group removed."""
+
+    node: str
+    ifnames: tuple[str, ...]
+    quota_us: int | None
+    period_us: int = 100_000
+
+    def describe(self) -> str:
+        share = ("no limit" if self.quota_us is None
+                 else f"{100 * self.quota_us / self.period_us:g} % of one CPU")
+        return (f"{self.node}: threaded NAPI on {', '.join(self.ifnames)}; their kernel threads "
+                f"into cgroup {kthreads.budget_group(f'tb-RUN-{self.node}')}, cpu.max "
+                f"\"{kthreads.cpu_max(self.quota_us, self.period_us)}\" ({share})  [undo: "
+                "threads back to the root group, remove the group]")
+
+    def apply(self, env: TestbedLike) -> None:
+        ns = env.netns(self.node)
+        ok, why = kthreads.has_cpu_controller()
+        if not ok:
+            raise MissingCapability("cgroup2-cpu", f"the CPU budget of {self.node} ({why})",
+                                    kthreads.NEEDS_CPU)
+        group = kthreads.CpuGroup(kthreads.ensure_cpu_root(), kthreads.budget_group(ns))
+        env.defer(Undo(f"remove cgroup {group.name}", group.remove))  # outlives the namespace
+        group.create(self.quota_us, self.period_us)
+        for ifname in self.ifnames:  # threaded NAPI goes with the namespace: no undo
+            before = kthreads.napi_threads()
+            run_in(env, ns, kthreads.write_argv(kthreads.threaded_path(ifname), "1"))
+            group.add(kthreads.new_napi_thread(before, kthreads.napi_threads(), ifname, ns))
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import netlink, processes
+from testbed import kthreads, netlink, processes
 
 KERNEL_FEATURES = (
     "netns", "veth", "tbf", "htb", "netem", "sit", "tun", "jool", "nftables", "hfsc", "esp",
+    "threaded-napi", "cgroup2-cpu",
 )  # fmt: skip
 # Programs of the core; each node feature declares its own (testbed.features, `programs`).
 BINARIES: dict[str, tuple[str, str]] = {
@@ -24,7 +25,8 @@ BINARIES: dict[str, tuple[str, str]] = {
     "virtme-ng": ("vng", "virtme-ng (pip)"),
 }
 # Kernel features the full-kernel tier (testbed vm) brings when the host lacks them.
-VM_PROVIDES = {"netem", "sit", "jool", "tun", "tbf", "htb", "nftables", "hfsc", "esp"}
+VM_PROVIDES = {"netem", "sit", "jool", "tun", "tbf", "htb", "nftables", "hfsc", "esp",
+               "threaded-napi", "cgroup2-cpu"}
 MODULE_OF = {
     "netem": "sch_netem",
     "sit": "sit",
@@ -116,7 +118,9 @@ def _try_kernel(todo: list[str]) -> dict[str, tuple[bool, str]]:
             if jool
             else "no jool module for this kernel (package jool-dkms builds it)",
         )
-    if todo == ["jool"]:
+    if "cgroup2-cpu" in todo:  # a router's CPU budget (testbed.kthreads)
+        results["cgroup2-cpu"] = kthreads.has_cpu_controller()
+    if all(f in ("jool", "cgroup2-cpu") for f in todo):
         return results
     ns = f"tb-probe-{os.getpid()}"
     try:
@@ -137,7 +141,7 @@ def _probe_in(ns: str, todo: list[str]) -> dict[str, tuple[bool, str]]:
     """Each kernel feature of `todo` tried in the scratch namespace `ns`."""
     results: dict[str, tuple[bool, str]] = {}
     dev = "lo"
-    if "veth" in todo or any(q in todo for q in _NEEDS_DEVICE):
+    if "veth" in todo or "threaded-napi" in todo or any(q in todo for q in _NEEDS_DEVICE):
         p = _ip(["-n", ns, "link", "add", "p0", "type", "veth", "peer", "name", "p1"])
         results["veth"] = (p.returncode == 0,
                            "created a veth pair" if p.returncode == 0 else _msg(p))
@@ -162,6 +166,13 @@ def _probe_in(ns: str, todo: list[str]) -> dict[str, tuple[bool, str]]:
                           else f"{_msg(t)} (module tun, /dev/net/tun)")
     if "esp" in todo:
         results["esp"] = _probe_esp(ns)
+    if "threaded-napi" in todo:
+        n = processes.run(processes.ns_argv(ns, ["cat", "/sys/class/net/p0/threaded"]),
+                          check=False)
+        results["threaded-napi"] = (
+            n.returncode == 0 and dev == "p0",
+            "a veth offers threaded NAPI" if n.returncode == 0 and dev == "p0"
+            else "no /sys/class/net/IF/threaded on a veth (Linux >= 5.13)")
     if "nftables" in todo:
         results["nftables"] = _probe_nft(ns)
     return results

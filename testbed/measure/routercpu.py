@@ -27,47 +27,24 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from testbed.actions import Command
 from testbed.api import TestbedLike
 from testbed.errors import KernelError
+from testbed.kthreads import (
+    group_napi_thread,
+    napi_threads,
+    new_napi_thread,
+    parse_schedstat,
+    run_ns,
+    threaded_path,
+    write_argv,
+)
 
-PROC = Path("/proc")
-
-
-def parse_schedstat(text: str) -> int:
-    """Nanoseconds a task has run (first field of /proc/PID/schedstat)."""
-    fields = text.split()
-    if not fields:
-        raise ValueError("empty schedstat")
-    return int(fields[0])
-
-
-def napi_threads(proc: Path = PROC) -> dict[int, str]:
-    """pid -> name of every NAPI kernel thread (`napi/IF-ID`) on the machine."""
-    out: dict[int, str] = {}
-    for d in proc.iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            comm = (d / "comm").read_text().strip()
-        except OSError:
-            continue
-        if comm.startswith("napi/"):
-            out[int(d.name)] = comm
-    return out
-
-
-def run_ns_ns(pid: int, proc: Path = PROC) -> int | None:
-    """Run time (ns) of `pid`, or None when it is gone."""
-    try:
-        return parse_schedstat((proc / str(pid) / "schedstat").read_text())
-    except (OSError, ValueError):
-        return None
-
+__all__ = ["RouterCpu", "features", "napi_threads", "node_ifaces", "parse_schedstat",
+           "write_argv"]
 
 def features(ethtool_json: str) -> dict[str, bool]:
     """{feature: active} from `ethtool --json -k IF`."""
@@ -87,11 +64,6 @@ def node_ifaces(tb: TestbedLike, node: str) -> list[str]:
     out = tb.run(node, ["ip", "-j", "link", "show"]).stdout
     return [str(i["ifname"]) for i in json.loads(out or "[]") if i.get("ifname") != "lo"
             and "LOOPBACK" not in i.get("flags", [])]
-
-
-def write_argv(path: str, value: str) -> tuple[str, ...]:
-    """argv that writes `value` into the file `path` (a sysfs knob) inside a node."""
-    return ("sh", "-c", 'echo "$1" > "$2"', "sh", value, path)
 
 
 class RouterCpu:
@@ -143,30 +115,31 @@ class RouterCpu:
             self.tb.apply(Command(f.node, ("ethtool", "-K", f.ifname, "tso", "off", "gro", "on"),
                                   ("ethtool", "-K", f.ifname, "gro", gro, "tso", tso)))
         for f in ifaces:
-            path = f"/sys/class/net/{f.ifname}/threaded"
-            before = set(napi_threads())
+            path = threaded_path(f.ifname)
+            if threaded[f] == "1":  # threaded already: a CPU budget's (testbed.kthreads)
+                pid = group_napi_thread(self.tb.netns(f.node), f.ifname)
+                if pid is None:
+                    raise KernelError(
+                        "find the threaded-NAPI kernel thread of", f"{f.ifname} on {f.node}", 0,
+                        "it was threaded already, but not by the node's CPU budget")
+                self.threads[f] = pid
+                continue
+            before = napi_threads()
             self.tb.apply(Command(f.node, write_argv(path, "1"), write_argv(path, threaded[f])))
-            new = [pid for pid, name in napi_threads().items()
-                   if pid not in before and name.startswith(f"napi/{f.ifname}-")]
-            if len(new) != 1:
-                raise KernelError(
-                    "start one threaded-NAPI kernel thread for", f"{f.ifname} on {f.node}", 0,
-                    f"found {len(new)} new napi/{f.ifname}-* threads (needs veth NAPI: "
-                    "Linux >= 5.13; another tool toggling NAPI at the same moment?)")
-            self.threads[f] = new[0]
+            self.threads[f] = new_napi_thread(before, napi_threads(), f.ifname, f.node)
 
     # -- sampling -----------------------------------------------------------------------------
 
     def start(self) -> None:
         self._t0 = time.monotonic()
-        self._ns0 = {f: run_ns_ns(pid) or 0 for f, pid in self.threads.items()}
+        self._ns0 = {f: run_ns(pid) or 0 for f, pid in self.threads.items()}
 
     def stop(self) -> dict[str, Any]:
         seconds = time.monotonic() - self._t0
         per: dict[str, Any] = {}
         router_ns = hosts_ns = 0
         for f, pid in self.threads.items():
-            now = run_ns_ns(pid)
+            now = run_ns(pid)
             if now is None:
                 per[f"{f.node}:{f.ifname}"] = {"pid": pid, "error": "thread gone"}
                 continue
