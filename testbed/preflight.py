@@ -29,11 +29,8 @@ def _program() -> str:
     import shutil
     import sys
 
-    found = shutil.which("testbed")
     here = Path(sys.executable).parent / "testbed"
-    if here.exists():
-        return str(here)
-    return found or "testbed"
+    return str(here) if here.exists() else shutil.which("testbed") or "testbed"
 
 
 def _nearest_existing(path: Path) -> Path:
