@@ -126,7 +126,7 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
             base.append(("netem", NETEM_FOR_DELAY))
         groups: dict[tuple[str, str], list[str]] = {}  # (tier, reason) -> topologies
         for topo in (str(t) for t in m.where.get("topology", exp.topology)):
-            needs = base + [(f, f"{topo} needs the {f} module")
+            needs = base + [(f, f"{topo} needs the kernel's {f}")
                             for f in _feature_kernel_needs(exp, topo)]
             needs += [(f, f"{m.name} builds what needs {f}")
                       for f in own_needs.get(topo, ()) if f not in (g for g, _ in needs)]

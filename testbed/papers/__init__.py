@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 from testbed.errors import UsageError
 
 if TYPE_CHECKING:  # imported when asked for (__getattr__): listing papers stays light
-    from testbed.report.claims import Claim, ClaimResult, Data, Outcome
+    from testbed.report.claims import Claim, ClaimResult, Data, Outcome, Variant
     from testbed.report.data import Dataset
     from testbed.report.figures import Figure
     from testbed.report.tables import PaperTable, Quote
     from testbed.results import TrialRow
 
 __all__ = ["ENV", "GROUP", "Claim", "ClaimResult", "Data", "Outcome", "Paper", "Quote",
-           "all_papers", "builtin_ids", "get", "names", "paper_of", "resolve"]
+           "Variant", "all_papers", "builtin_ids", "get", "names", "paper_of", "resolve"]
 
 _LAZY = {"Claim": "testbed.report.claims", "ClaimResult": "testbed.report.claims",
          "Data": "testbed.report.claims", "Outcome": "testbed.report.claims",
-         "Quote": "testbed.report.tables"}
+         "Quote": "testbed.report.tables", "Variant": "testbed.report.claims"}
 
 
 def __getattr__(name: str) -> Any:
@@ -62,6 +62,9 @@ class Paper:
     printed: Callable[[], list[TrialRow]] | None = None  # the paper's own numbers, as trials
     extras: Callable[[Dataset, Sequence[TrialRow]], dict[str, list[Any]]] | None = None
     order: int = 100  # position in a report of several papers
+    # other systems its claims are also judged on, side by side (their experiments are in
+    # `experiments` too; their trials never enter the main verdict)
+    variants: tuple[Variant, ...] = ()
 
 
 def _take(module: Any) -> Paper:

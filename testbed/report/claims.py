@@ -9,7 +9,7 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from testbed import units
@@ -89,6 +89,7 @@ class ClaimResult:
     tolerance: str = ""
     basis: str = ""  # "by construction: ...", "cause absent here: ...", or ""
     on_paper: Outcome | None = None  # the verdict on the paper's printed numbers
+    variants: tuple[tuple[str, Outcome], ...] = ()  # (variant's label, its verdict): Paper.variants
 
     @property
     def confirms(self) -> bool:
@@ -264,26 +265,49 @@ def _basis(claim: Claim) -> str:
     return ""
 
 
-def judge(claim: Claim, paper: str, d: Data, printed: Data | None = None) -> ClaimResult:
-    """One claim judged on `d` (and on the paper's printed numbers when given)."""
+def judge(claim: Claim, paper: str, d: Data, printed: Data | None = None,
+          variants: Sequence[tuple[str, Data]] = ()) -> ClaimResult:
+    """One claim judged on `d` (and on the paper's printed numbers, and on each variant's
+    trials, when given)."""
     o = _judge(claim, d)
     on_paper = _judge(claim, printed) if printed is not None else None
     if on_paper is not None and on_paper.status in ("not measured", "not measurable here"):
         on_paper = None  # the paper prints nothing this claim reads
+    judged = tuple((label, _judge(claim, vd)) for label, vd in variants)
     return ClaimResult(claim.id, paper, claim.text, o.status, o.evidence, o.reason, o.n,
-                       o.effect, o.interval, o.tolerance, _basis(claim), on_paper)
+                       o.effect, o.interval, o.tolerance, _basis(claim), on_paper, judged)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Another system the paper's claims are also judged on, side by side with the main verdict
+    (e.g. dobrinov-2016 on a CPU-budgeted router): the trials of `experiment` whose point has
+    every `where` value (a topology parameter as "topology.NAME"). Its trials never enter the
+    main verdict."""
+
+    label: str
+    experiment: str
+    where: Mapping[str, str] = field(default_factory=dict)
+
+    def takes(self, row: TrialRow) -> bool:
+        return row.experiment == self.experiment and all(
+            str(row.point.get(k)) == v for k, v in self.where.items())
 
 
 def evaluate(paper: str | Paper, trials: Sequence[TrialRow],
              runs: Sequence[Mapping[str, Any]] = ()) -> list[ClaimResult]:
     """Every claim of `paper` (an id of testbed.papers, or a Paper), in its order, judged on
-    `trials` (failed ones are ignored) and on the paper's printed numbers where it has them."""
+    `trials` (failed ones are ignored), on the paper's printed numbers where it has them, and
+    on each of its variants' trials (which the main verdict leaves out)."""
     from testbed import papers
 
     p = papers.get(paper) if isinstance(paper, str) else paper
-    d = Data(trials, runs)
+    of_variant = {v.experiment for v in p.variants}
+    d = Data([t for t in trials if t.experiment not in of_variant], runs)
     printed = Data(p.printed(), exact=True) if p.printed is not None else None
-    return [judge(c, p.id, d, printed) for c in p.claims]
+    variants = [(v.label, Data([t for t in trials if v.takes(t)], runs)) for v in p.variants
+                if any(v.takes(t) for t in trials)]
+    return [judge(c, p.id, d, printed, variants) for c in p.claims]
 
 
 def printed_trial(paper: str, kind: str, point: dict[str, Any], metrics: dict[str, float],

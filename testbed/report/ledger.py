@@ -1,6 +1,7 @@
 """The claims ledger as JSON (`ledger.json` beside the report's index.html): every claim's id,
-verdict, verdict on the paper's own numbers, n, effect, interval, tolerance and its source, and
-evidence; and the comparison of two ledgers (`testbed report --compare A B`)."""
+verdict, verdict on the paper's own numbers, n, effect, interval, tolerance and its source,
+evidence, and its verdicts on the paper's variants (other routers); and the comparison of two
+ledgers (`testbed report --compare A B`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ def claim_doc(c: ClaimResult) -> dict[str, Any]:
         "n": c.n, "effect": c.effect, "interval": list(c.interval) if c.interval else None,
         "tolerance": c.tolerance, "basis": c.basis, "evidence": c.evidence,
         "reason": c.reason,
+        "variants": [{"on": label, "verdict": o.status, "n": o.n, "effect": o.effect,
+                      "interval": list(o.interval) if o.interval else None,
+                      "tolerance": o.tolerance, "evidence": o.evidence, "reason": o.reason}
+                     for label, o in c.variants],
     }
 
 
@@ -58,7 +63,13 @@ def read(where: Path) -> dict[str, dict[str, Any]]:
     claims = doc.get("claims") if isinstance(doc, dict) else None
     if not isinstance(claims, list):
         raise UsageError(f"{path} is not a claims ledger (no \"claims\" list)")
-    return {str(c["id"]): c for c in claims if isinstance(c, dict) and "id" in c}
+    out: dict[str, dict[str, Any]] = {}
+    for c in claims:
+        if isinstance(c, dict) and "id" in c:
+            out[str(c["id"])] = c
+            for v in c.get("variants") or []:  # a verdict on another system: its own entry
+                out[f"{c['id']} on {v.get('on')}"] = v
+    return out
 
 
 def differences(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]
@@ -74,6 +85,7 @@ def differences(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]
     return out
 
 
-def _order(cid: str) -> tuple[str, int]:
-    prefix, _, num = cid.partition(":")
-    return (prefix, int(num) if num.isdigit() else 0)
+def _order(cid: str) -> tuple[str, int, str]:
+    prefix, _, rest = cid.partition(":")
+    num, _, variant = rest.partition(" ")
+    return (prefix, int(num) if num.isdigit() else 0, variant)

@@ -64,6 +64,11 @@ class Section:
     trials_ok: int = 0
 
     @property
+    def variant_labels(self) -> list[str]:
+        """The other systems this section's claims are also judged on (Paper.variants)."""
+        return list(dict.fromkeys(label for c in self.claims for label, _ in c.variants))
+
+    @property
     def counts(self) -> dict[str, int]:
         c = Counter(r.status for r in self.claims)
         return {s: c.get(s, 0) for s in STATUSES}

@@ -90,3 +90,50 @@ def test_without_the_folder_the_toy_paper_is_unknown(monkeypatch: pytest.MonkeyP
     assert "toy-2026" not in papers.names()
     with pytest.raises(Exception, match="unknown paper"):
         papers.resolve("toy-2026")
+
+
+def _rows(experiment: str, rtts: list[tuple[int, float]],
+          extra: dict[str, str] | None = None) -> list[results.TrialRow]:
+    out = []
+    for i, (ip, rtt) in enumerate(rtts):
+        point: dict[str, object] = {"ip": ip, **(extra or {})}
+        out.append(results.TrialRow(
+            f"{experiment}/ping/{i}", "r", experiment, "quick", "ping", "ping", point,
+            results.canonical(point), i, 1.0, 2.0, "ok", None, {"rtt_mean_ms": rtt},
+            {"params": {}}, {}, []))
+    return out
+
+
+def test_a_variant_is_judged_beside_the_main_verdict_and_never_pooled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paper.variants: the same claims judged on another system's trials, side by side; those
+    trials never enter the main verdict, and `report --compare` sees a variant's verdict."""
+    from testbed.report import ledger
+    from testbed.report.claims import Variant, evaluate
+
+    folder = tmp_path / "my-papers"
+    folder.mkdir()
+    (folder / "toy_2026.py").write_text(TOY)
+    monkeypatch.setenv(papers.ENV, str(folder))
+    base = papers.get("toy-2026")
+    from dataclasses import replace
+
+    paper = replace(base, experiments=("toy-ping", "toy-other"), variants=(
+        Variant("router B", "toy-other", {"topology.router": "b"}),
+        Variant("router C", "toy-other", {"topology.router": "c"})))
+    slow = [(4, 1.00), (4, 1.01), (4, 0.99), (6, 1.10), (6, 1.11), (6, 1.09)]
+    same = [(4, 1.00), (4, 1.01), (4, 0.99), (6, 1.00), (6, 1.01), (6, 0.99)]
+    trials = _rows("toy-ping", slow) + _rows("toy-other", same, {"topology.router": "b"})
+    first = evaluate(paper, trials)[0]
+    assert first.status == "holds" and first.n == 6  # router B's 6 trials are not pooled in
+    assert [(label, o.status) for label, o in first.variants] == [("router B", "does not hold")]
+    # without the variants, the same trials pooled would give 12 trials and another verdict
+    assert evaluate(base, trials)[0].n == 12
+    doc = ledger.claim_doc(first)
+    assert doc["variants"][0]["on"] == "router B" and doc["variants"][0]["n"] == 6
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"claims": [doc]}))
+    flipped = dict(doc, variants=[dict(doc["variants"][0], verdict="holds")])
+    b.write_text(json.dumps({"claims": [flipped]}))
+    assert ledger.differences(ledger.read(a), ledger.read(b)) == [
+        ("toy:1 on router B", "does not hold", "holds")]

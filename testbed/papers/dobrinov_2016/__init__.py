@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from testbed.papers import Paper
+from testbed.papers import Paper, Variant
 from testbed.papers.dobrinov_2016.claims import CLAIMS
 from testbed.report.claims import printed_trial
 from testbed.report.data import Dataset, Stat, Value, metric, params_of
@@ -83,7 +83,7 @@ def dobrinov_figures(ds: Dataset, experiment: str = "dobrinov-2016") -> list[Fig
                 "1518-byte frames", "offered load (Mbit/s)", ylabel, "lines",
                 rows_of(stats, lambda s: f"IPv{s.point.get('ip')}",
                         lambda s: (rate_of(s.point.get("rate")) or 0) / 1e6)))
-    return figs + _dobrinov_stress_figures(ds, experiment)
+    return figs + _dobrinov_stress_figures(ds, experiment) + _budget_figures(ds)
 
 
 ROUTER_CPU = "router CPU (% of one CPU: its NAPI threads)"
@@ -157,6 +157,40 @@ def _dobrinov_stress_figures(ds: Dataset, experiment: str) -> list[Figure]:
     fig("do-reset", ["reset"], metric("outage_mean_ms"), "outage_mean_ms",
         "Table 7: outage when the router restarts", "restart", "outage at the receiver (ms)",
         const("mean of the restarts"), point_key("method"), style="bars")
+    return figs
+
+
+BUDGET = "dobrinov-2016-budget"  # the CPU-budgeted router beside an unlimited one (issue 27)
+
+
+def _budget_label(s: Stat) -> str:
+    b = str(s.point.get("topology.budget"))
+    who = "unlimited router" if b == "none" else f"router budget {float(b):.0%} of a CPU"
+    return f"{who}, {_mix_label(s)}"
+
+
+def _budget_figures(ds: Dataset) -> list[Figure]:
+    """The budgeted router beside the unlimited one (virtual clock): loss and router time per
+    frame vs offered load, and the zero-loss maximum per mix."""
+    figs: list[Figure] = []
+    for fid, kinds, value, name, title, xlabel, ylabel, x, style in (
+            ("do-budget-loss", ["load"], metric("loss_percent"), "loss_percent",
+             "Budgeted router: frame loss vs offered load, 64-byte frames",
+             "offered load (share of Ethernet)", "frame loss (%)", point_key("load"), "lines"),
+            ("do-budget-cost", ["load"], metric("router_us_per_packet"), "router_us_per_packet",
+             "Budgeted router: router time per frame vs offered load",
+             "offered load (share of Ethernet)", "router time per frame (virtual µs)",
+             point_key("load"), "lines"),
+            ("do-budget-max", ["maxtraffic"], metric("received_pps"), "received_pps",
+             "Budgeted router: zero-loss maximum (frames/s)", "Ethernet frame (bytes)",
+             "frames per second received", point_key("frame_size"), "bars")):
+        trials = select(ds, BUDGET, kinds=kinds)
+        stats = grouped(ds, trials, value, name) if trials else []
+        if stats:
+            figs.append(Figure(fid, "dobrinov-2016", title, xlabel, ylabel, style,
+                               rows_of(stats, _budget_label, x),
+                               note="virtual clock: a µs is a thousand instructions "
+                               "(docs/vm.md)"))
     return figs
 
 
@@ -246,8 +280,13 @@ PAPER = Paper(
         "N. Dobrinov, L. Parra, L. Garcia, O. Romero: \"Comparative Study of a Router "
         "Performance with IPv4 and IPv6 Traffic\", Network Protocols and Algorithms 8(3), "
         "2016, doi:10.5296/npa.v8i3.10190"),
-    experiments=('dobrinov-2016',),
+    experiments=('dobrinov-2016', BUDGET),
     claims=CLAIMS,
+    variants=(
+        Variant("CPU-budgeted router (10 % of a CPU; virtual clock)", BUDGET,
+                {"topology.budget": "0.1"}),
+        Variant("the same router unlimited (virtual clock)", BUDGET,
+                {"topology.budget": "none"})),
     figures=dobrinov_figures,
     quotes=QUOTES,
     printed=printed,
