@@ -1,14 +1,18 @@
-"""End-system stack costs (zeadally-2004) probe: socket creation, TCP connect, connections/s; JSON.
+"""End-system stack costs (zeadally-2004) probe: socket creation, TCP connect, connections/s,
+per-packet send and echo; JSON.
 
 Run with `python -m testbed.measure.stackcost_probe server|client ...`. The client times, IPv4 or
-IPv6 by the address given: creating (and closing) TCP and UDP sockets, TCP connection set-up, and
-the "web client" cycle: create, connect, send 1 byte, receive it back, close.
+IPv6 by the address given: creating (and closing) TCP and UDP sockets, TCP connection set-up, the
+"web client" cycle (create, connect, send 1 byte, receive it back, close), sending one 64-byte
+UDP datagram (the server discards it), and one 64-byte message echoed over an open TCP
+connection (send, the peer's receive and send, receive).
 """
 
 from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,8 +41,20 @@ def summarize_us(samples_ns: Sequence[int]) -> dict[str, float]:
     return {k: s[k] for k in keep if k in s}
 
 
+MESSAGE = 64  # bytes of the per-packet operations' payload
+
+
+def _discard(sock: socket.socket) -> None:
+    while True:
+        sock.recv(65536)
+
+
 def serve(host: str, port: int) -> int:
-    """Accept connections one after another; echo what arrives until the client closes."""
+    """Accept connections one after another and echo what arrives until the client closes;
+    discard UDP datagrams sent to the same port."""
+    us = socket.socket(_family(host), socket.SOCK_DGRAM)
+    us.bind((host, port))
+    threading.Thread(target=_discard, args=(us,), daemon=True).start()
     ls = socket.socket(_family(host), socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port))
@@ -96,6 +112,7 @@ def client(host: str, port: int, count: int) -> dict[str, Any]:
         s.close()
         cycle.append(clock() - t0)
     elapsed = (clock() - t_start) / 1e9
+    send, echo = _per_packet(fam, host, port, count)
     return {
         "probe": "stackcost",
         "host": host,
@@ -106,9 +123,41 @@ def client(host: str, port: int, count: int) -> dict[str, Any]:
         "tcp_connect": summarize_us(connect),
         "connection_cycle": summarize_us(cycle),
         "connections_per_s": count / elapsed if elapsed > 0 else 0.0,
+        "udp_send": summarize_us(send),
+        "tcp_echo": summarize_us(echo),
         "note": "socket creation excludes close; connect is the TCP handshake as seen by "
-        "connect(); a cycle is create, connect, send 1 byte, receive it back, close",
+        "connect(); a cycle is create, connect, send 1 byte, receive it back, close; "
+        f"udp_send is one sendto() of {MESSAGE} bytes; tcp_echo is {MESSAGE} bytes sent and "
+        "received back on an open connection (TCP_NODELAY)",
     }
+
+
+def _per_packet(fam: socket.AddressFamily, host: str, port: int, count: int
+                ) -> tuple[list[int], list[int]]:
+    """Per datagram: sendto() of MESSAGE bytes; per message: MESSAGE bytes echoed over TCP."""
+    clock = time.perf_counter_ns
+    payload = b"x" * MESSAGE
+    send: list[int] = []
+    with socket.socket(fam, socket.SOCK_DGRAM) as u:
+        u.connect((host, port))
+        for _ in range(count):
+            t0 = clock()
+            u.send(payload)
+            send.append(clock() - t0)
+    echo: list[int] = []
+    with socket.create_connection((host, port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(count):
+            t0 = clock()
+            s.sendall(payload)
+            got = 0
+            while got < MESSAGE:
+                chunk = s.recv(MESSAGE - got)
+                if not chunk:
+                    raise ConnectionError("echo server closed the connection")
+                got += len(chunk)
+            echo.append(clock() - t0)
+    return send, echo
 
 
 def main(argv_: Sequence[str] | None = None) -> int:

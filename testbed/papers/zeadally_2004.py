@@ -265,11 +265,14 @@ def zeadally_figures(ds: Dataset, experiment: str = "zeadally-2004") -> list[Fig
         rows: list[Row] = []
         for m, label in (("tcp_socket_create_us", "TCP socket creation"),
                          ("udp_socket_create_us", "UDP socket creation"),
-                         ("tcp_connect_us", "TCP connect")):
+                         ("tcp_connect_us", "TCP connect"),
+                         ("udp_send_us", "UDP send, 64 B"),
+                         ("tcp_echo_us", "TCP echo, 64 B")):
             rows += rows_of(grouped(ds, stack, metric(m), m),
                             lambda s: f"IPv{s.point.get('ip')}", const(label))
         figs.append(Figure(
-            "ze-stack", "zeadally-2004", "Stack costs: socket creation and TCP connect",
+            "ze-stack", "zeadally-2004",
+            "Stack costs: socket creation, TCP connect, per-packet send and echo",
             "operation", "time (µs, median of each trial)", "bars", rows))
         figs.append(Figure(
             "ze-cps", "zeadally-2004", "Connections per second (connect, 1-byte exchange, close)",

@@ -202,3 +202,28 @@ def test_cpu_sampler_on_this_machine() -> None:
     assert "softirq" in doc["machine_percent"]
     assert doc["processes"]["self"]["pid"] == os.getpid()
     assert "error" in doc["processes"]["gone"]
+
+
+def test_stackcost_probe_on_loopback_times_every_operation() -> None:
+    """The probe's server and client over the loopback: every operation timed `count` times,
+    the per-packet ones (UDP send to the server's discard socket, TCP echo) included."""
+    import socket
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    threading.Thread(target=stackcost_probe.serve, args=("127.0.0.1", port), daemon=True).start()
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            import time
+
+            time.sleep(0.02)
+    doc = stackcost_probe.client("127.0.0.1", port, 50)
+    for op in ("tcp_socket_create", "udp_socket_create", "tcp_connect", "connection_cycle",
+               "udp_send", "tcp_echo"):
+        assert doc[op]["n"] == 50 and doc[op]["median_us"] > 0, op
+    assert doc["tcp_echo"]["median_us"] > doc["udp_send"]["median_us"]

@@ -1,4 +1,5 @@
-"""Measurement kind `stackcost`: socket creation, TCP connect, connections per second."""
+"""Measurement kind `stackcost`: socket creation, TCP connect, connections per second,
+per-packet send and echo."""
 
 from __future__ import annotations
 
@@ -30,12 +31,15 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measur
         "connection_cycle_us": doc["connection_cycle"]["median_us"],
         "connections_per_s": doc["connections_per_s"],
     }
+    for name in ("udp_send", "tcp_echo"):  # absent from documents of older runs
+        if name in doc:
+            metrics[f"{name}_us"] = doc[name]["median_us"]
     return base.Measured(metrics, doc)
 
 
 KIND = Kind(
     name="stackcost",
-    doc="socket creation, TCP connect, connections per second",
+    doc="socket creation, TCP connect, connections per second, per-packet send and echo",
     tool="`python -m testbed.measure.stackcost_probe`",
     params=(
         *base.ENDPOINTS,
@@ -47,6 +51,9 @@ KIND = Kind(
         Metric("tcp_connect_us", "us", "median TCP connect (handshake) time"),
         Metric("connection_cycle_us", "us", "median socket + connect + close"),
         Metric("connections_per_s", "conn/s", "TCP connections opened and closed per second"),
+        Metric("udp_send_us", "us", "median time to send one 64-byte UDP datagram"),
+        Metric("tcp_echo_us", "us", "median time to send 64 bytes over an open TCP connection "
+               "and receive them back"),
     ),
     runner=run,
     measures="cost",
