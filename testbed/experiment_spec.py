@@ -22,7 +22,7 @@ TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions",
 'virtual' is the full-kernel tier on QEMU's instruction counter (`testbed vm --clock virtual`),
 which `testbed run` boots by itself."""
 PROFILE_KEYS = ("repetitions", "params", "sweep", "measurements")
-MEASUREMENT_META = ("kind", "description", "where")
+MEASUREMENT_META = ("kind", "description", "where", "repetitions")
 PROFILES = ("full", "quick")
 MAX_REPETITIONS = 1000
 MAX_TRIALS = 100_000
@@ -41,6 +41,11 @@ class MeasurementSpec:
     sweep: dict[str, list[Any]]
     where: dict[str, list[Any]] = field(default_factory=dict)  # only at these topology points
     description: str = ""  # the experiment file's `description` of this measurement
+    repetitions: int | None = None  # its own repetitions (else the experiment's)
+
+    def reps(self, default: int) -> int:
+        """How many times each of its points is measured."""
+        return self.repetitions or default
 
     def applies(self, tp: TopologyPoint) -> bool:
         for k, allowed in self.where.items():
@@ -325,7 +330,18 @@ def _measurement(mname: str, mraw: Any, meas_sweep: Mapping[str, list[Any]], fil
     for k in own_sweep:
         merged.pop(k, None)
     return MeasurementSpec(mname, kind.name, merged, own_sweep, _where(mraw, key, file),
-                           _text(mraw, "description", file, "a line of text", key))
+                           _text(mraw, "description", file, "a line of text", key),
+                           _reps(mraw.get("repetitions"), file, f"{key}.repetitions"))
+
+
+def _reps(v: Any, file: str, key: str) -> int | None:
+    """A measurement's own `repetitions` (None: the experiment's)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_REPETITIONS:
+        raise SpecError(file, key, f"{v!r} is not a repetition count",
+                        f"an integer from 1 to {MAX_REPETITIONS}")
+    return v
 
 
 def _where(mraw: Mapping[str, Any], key: str, file: str) -> dict[str, list[Any]]:
@@ -396,7 +412,7 @@ def count_trials(exp: Experiment) -> int:
                 continue
             accepted = kinds.KINDS[m.kind].param_names
             sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
-            total += math.prod(len(v) for v in sweeps.values()) * exp.repetitions
+            total += math.prod(len(v) for v in sweeps.values()) * m.reps(exp.repetitions)
             if total > MAX_TRIALS:
                 return total
     return total
@@ -498,7 +514,7 @@ def iter_plan(exp: Experiment) -> Iterator[TrialPlan]:
                 params = {**m.params, **combo}
                 point = {"topology": tp.topology, **{f"topology.{k}": v for k, v in
                                                      sorted(tp.params.items())}, **combo}
-                for rep in range(exp.repetitions):
+                for rep in range(m.reps(exp.repetitions)):
                     yield TrialPlan(tp, m, params, point, rep)
 
 

@@ -93,6 +93,21 @@ def test_plan_groups_by_topology_and_keys_are_unique() -> None:
     assert t.params["ip"] in (4, 6)
 
 
+def test_a_measurement_has_its_own_repetitions_in_a_profile() -> None:
+    from testbed.experiment_spec import count_trials
+
+    raw = {"topology": "chain", "repetitions": 3, "sweep": {"ip": [4, 6]},
+           "measurements": {"a": {"kind": "ping"}, "b": {"kind": "ping", "repetitions": 5}},
+           "quick": {"repetitions": 1, "measurements": {"a": {"repetitions": 2}}}}
+    for profile, want in (("full", {"a": 6, "b": 10}), ("quick", {"a": 4, "b": 10})):
+        exp = experiment_from_dict(raw, file="x.toml", profile=profile)
+        got: dict[str, int] = {}
+        for t in plan(exp):
+            got[t.measurement.name] = got.get(t.measurement.name, 0) + 1
+        assert got == want, profile
+        assert count_trials(exp) == sum(want.values())
+
+
 @pytest.mark.parametrize(
     ("raw", "key"),
     [
@@ -115,6 +130,8 @@ def test_plan_groups_by_topology_and_keys_are_unique() -> None:
         ({"measurements": {"a": {"kind": "ping"}}}, "topology"),
         ({"topology": "chain", "repetitions": 0, "measurements": {"a": {"kind": "ping"}}},
          "repetitions"),
+        ({"topology": "chain", "measurements": {"a": {"kind": "ping", "repetitions": 0}}},
+         "measurements.a.repetitions"),
         ({"topology": "chain", "measurements": {"a": {"kind": "rfc2544", "frame_size": 64,
                                                        "ip_payload": 10}}}, "measurements.a"),
     ],
