@@ -213,24 +213,34 @@ def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb
          topo_doc: Any, qdiscs: Any, do_trial: RunTrial, ctx: kinds.Context,
          prog: Progress) -> int:
     prog.start(t.label)
-    started = results.wall_time()
-    guest_started = time.time()
     result = {"params": t.params}
-    try:
-        # what the trial starts (servers, files, rules) ends with it
-        with HostWatch(results.clock_info()) as watch, tb.scope():
-            m = do_trial(tb, t, ctx)
-        quality = watch.record(m.result)
-    except Exception as exc:  # any failure is this trial's, never the run's
-        reason = str(exc) if isinstance(exc, TestbedError) else f"{type(exc).__name__}: {exc}"
-        results.write_trial(con, trial_row(
-            exp, run_id, t, started=started, finished=results.wall_time(), error=reason,
-            result={**result, **_clock_doc(guest_started),
-                    "description": t.measurement.description},
-            topology=topo_doc, qdiscs=qdiscs))
-        prog.finish(ok=False)
-        prog.note(f"trial failed: {t.label}: {reason}")
-        return 1
+    earlier: list[list[str]] = []  # the reasons of suspect attempts rerun
+    for attempt in range(1 + fidelity.RERUNS):
+        started = results.wall_time()
+        guest_started = time.time()
+        try:
+            # what the trial starts (servers, files, rules) ends with it
+            with HostWatch(results.clock_info()) as watch, tb.scope():
+                m = do_trial(tb, t, ctx)
+            quality = watch.record(m.result)
+        except Exception as exc:  # any failure is this trial's, never the run's
+            reason = (str(exc) if isinstance(exc, TestbedError)
+                      else f"{type(exc).__name__}: {exc}")
+            results.write_trial(con, trial_row(
+                exp, run_id, t, started=started, finished=results.wall_time(), error=reason,
+                result={**result, **_clock_doc(guest_started),
+                        "description": t.measurement.description},
+                topology=topo_doc, qdiscs=qdiscs))
+            prog.finish(ok=False)
+            prog.note(f"trial failed: {t.label}: {reason}")
+            return 1
+        if quality["verdict"] != fidelity.SUSPECT or attempt == fidelity.RERUNS:
+            break
+        earlier.append(list(quality["reasons"]))
+        prog.note(f"suspect trial, measured again ({attempt + 1} of {fidelity.RERUNS}): "
+                  f"{t.label}: " + "; ".join(quality["reasons"]))
+    if earlier:
+        quality = {**quality, "earlier_attempts": earlier}
     results.write_trial(con, trial_row(
         exp, run_id, t, started=started, finished=results.wall_time(), metrics=m.metrics,
         result={**result, **m.result, **_clock_doc(guest_started),

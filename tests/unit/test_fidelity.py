@@ -13,7 +13,7 @@ import pytest
 
 from testbed import fidelity, results
 from testbed.experiment import HostWatch, run_experiment
-from testbed.experiment_spec import load_experiment
+from testbed.experiment_spec import load_experiment, plan
 from testbed.measure import cpu
 from testbed.measure.kinds import Measured
 from tests.unit.test_experiment import FAKE, fake_open, quiet
@@ -145,6 +145,56 @@ def test_every_real_clock_trial_stores_its_record(tmp_path: Path) -> None:
         assert rec["verdict"] == fidelity.SUSPECT  # the sender fell 5 % behind
         assert rec["sender"]["short"] == pytest.approx(0.05)
         assert json.loads(json.dumps(rec)) == rec  # stored as plain JSON
+
+
+def test_a_suspect_trial_is_measured_again_at_most_reruns_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Suspect, suspect, ok: the third attempt is kept with the earlier reasons; always
+    suspect: 1 + RERUNS attempts, the last kept as suspect."""
+    from testbed import experiment
+
+    monkeypatch.setattr(fidelity, "RERUNS", 2)
+    verdicts: list[str] = []
+
+    def record(self: Any, result: Any) -> dict[str, Any]:
+        v = verdicts.pop(0)
+        return SUSPECT_RECORD if v == "suspect" else OK_RECORD
+
+    monkeypatch.setattr(experiment.HostWatch, "record", record)
+    calls = {"n": 0}
+
+    def counted(tb: Any, t: Any, ctx: Any) -> Measured:
+        calls["n"] += 1
+        return Measured({"value": float(calls["n"])}, {})
+
+    exp = load_experiment(FAKE, "quick")
+    n = len(plan(exp))
+    for pattern, attempts, kept in ((["suspect", "suspect", "ok"], 3, fidelity.OK),
+                                    (["suspect"] * 3, 3, fidelity.SUSPECT),
+                                    (["ok"], 1, fidelity.OK)):
+        db = tmp_path / f"{attempts}-{kept}.sqlite"
+        verdicts[:] = pattern * n
+        calls["n"] = 0
+        run_experiment(exp, db=db, open_testbed=fake_open([]), progress=quiet(),
+                       run_trial=counted)
+        assert calls["n"] == attempts * n
+        with closing(results.connect(db)) as con:
+            rows = list(results.trials(con))
+        assert len(rows) == n  # one stored trial per planned trial, whatever the attempts
+        for r in rows:
+            assert fidelity.verdict(r.result) == kept
+            assert len(r.result[fidelity.KEY].get("earlier_attempts", [])) == attempts - 1
+
+
+def test_a_changed_threshold_applies_to_stored_records(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """The verdict is judged again from the stored numbers, not read from the stored verdict."""
+    rec = {fidelity.KEY: SUSPECT_RECORD}
+    assert fidelity.is_suspect(rec)
+    monkeypatch.setattr(fidelity, "MAX_WAKE_P90_US", 5000.0)
+    assert not fidelity.is_suspect(rec) and fidelity.suspect_reasons(rec) == []
+    assert fidelity.verdict({fidelity.KEY: fidelity.not_applicable("virtual")}) == (
+        fidelity.NOT_APPLICABLE)
 
 
 # --- shown: `testbed results show` ----------------------------------------------------------
