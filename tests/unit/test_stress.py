@@ -62,6 +62,9 @@ def test_stream_metrics_use_the_senders_real_time() -> None:
     assert m["v4_loss_percent"] == pytest.approx(1.0) and m["v6_loss_percent"] == 0
     assert m["received_bps"] == pytest.approx((990 * 100 + 1000 * 80) * 8 / 2.0)
     assert m["router_us_per_packet"] == pytest.approx(2000.0 / 1990)
+    # the router's share of one CPU over the traffic (2 ms over the senders' 2 s), not the
+    # sampling window's (5 %)
+    assert m["router_cpu_pct"] == pytest.approx(0.1)
 
 
 def test_acl_ruleset_has_a_counter_first_on_every_line() -> None:
