@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "testbed.commands.vm",
     "testbed.commands.experiment",
     "testbed.commands.report",
+    "testbed.commands.lab",
 )
 
 
