@@ -169,16 +169,9 @@ def test_output_as_one_number_or_json_path() -> None:
         labs.from_output('{"x": "text"}', "x")
 
 
-# Sheets not yet rewritten in the format (issue 28): each must leave this list when it is.
-NOT_YET_IN_FORMAT = {"6to4-vs-isatap", "ipv6-header-cost", "nat64-tayga-vs-jool"}
-
-
 @pytest.mark.parametrize("path", labs.shipped_labs(), ids=lambda p: p.stem)
 def test_every_shipped_lab_is_well_formed(path: Path) -> None:
     lab = labs.parse_lab(path)
-    if path.stem in NOT_YET_IN_FORMAT:
-        assert lab.problems, f"{path.stem} is in the format now: take it off NOT_YET_IN_FORMAT"
-        return
     assert lab.problems == (), "\n".join(lab.problems)
     assert lab.tier in labs.TIERS
     assert all(a.expect is not None for a in lab.answers)
