@@ -95,6 +95,7 @@ def run_experiment(
             prog.note(f"resuming run {run_id}: {len(trials) - len(todo)} of {len(trials)} "
                       "trials already done")
         failed = 0
+        reruns = fidelity.Reruns(len(todo))
         for tp, group in itertools.groupby(todo, key=lambda t: t.topo):
             members = list(group)
             path = find_topology(tp.topology, base)
@@ -105,7 +106,8 @@ def run_experiment(
                     topo_doc = tb.topology.to_dict()
                     qd = tb.qdiscs()
                     for t in members:
-                        failed += _one(con, run_id, exp, t, tb, topo_doc, qd, do_trial, ctx, prog)
+                        failed += _one(con, run_id, exp, t, tb, topo_doc, qd, do_trial, ctx, prog,
+                                       reruns)
                         if on_commit is not None:
                             on_commit()
             except TestbedError as exc:
@@ -211,11 +213,11 @@ class HostWatch:
 
 def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb: TestbedLike,
          topo_doc: Any, qdiscs: Any, do_trial: RunTrial, ctx: kinds.Context,
-         prog: Progress) -> int:
+         prog: Progress, reruns: fidelity.Reruns) -> int:
     prog.start(t.label)
     result = {"params": t.params}
     earlier: list[list[str]] = []  # the reasons of suspect attempts rerun
-    for attempt in range(1 + fidelity.RERUNS):
+    for attempt in range(1 + reruns.per_trial):
         started = results.wall_time()
         guest_started = time.time()
         try:
@@ -234,10 +236,16 @@ def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb
             prog.finish(ok=False)
             prog.note(f"trial failed: {t.label}: {reason}")
             return 1
-        if quality["verdict"] != fidelity.SUSPECT or attempt == fidelity.RERUNS:
+        if quality["verdict"] != fidelity.SUSPECT or attempt == reruns.per_trial:
+            break
+        if not reruns.take():
+            if not reruns.spent_once:
+                reruns.spent_once = True
+                prog.note("no more reruns of suspect trials in this run (the host is busy): "
+                          "they are kept, left out of the verdicts")
             break
         earlier.append(list(quality["reasons"]))
-        prog.note(f"suspect trial, measured again ({attempt + 1} of {fidelity.RERUNS}): "
+        prog.note(f"suspect trial, measured again ({attempt + 1} of {reruns.per_trial}): "
                   f"{t.label}: " + "; ".join(quality["reasons"]))
     if earlier:
         quality = {**quality, "earlier_attempts": earlier}

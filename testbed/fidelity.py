@@ -13,6 +13,8 @@ applicable`. The thresholds and the measurements behind them are in docs/measure
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -49,11 +51,43 @@ reruns a stalled trial and discounts stalls itself, so there the count is record
 (one search on this machine under another job's load counted 505 stalls in 15 s)."""
 
 RERUNS = 2
-"""A suspect trial is measured again, at most this many times; the first attempt the host kept
-up with is kept (the earlier attempts' reasons stay in its record, `earlier_attempts`), else the
-last, suspect. On the idle 2-CPU machine a gometz-2015 quick run had 4 of 58 host trials
-suspect, each a gigabit TCP or nptv6 trial at wake p90 1.1-1.7 ms, beside others of the same
-cell at 0.1-0.8 ms: borderline once, not every time."""
+"""A suspect trial is measured again, at most this many times (`$TESTBED_RERUNS` overrides it;
+0: never); the first attempt the host kept up with is kept (the earlier attempts' reasons stay
+in its record, `earlier_attempts`), else the last, suspect. On the idle 2-CPU machine a
+gometz-2015 quick run had 4 of 58 host trials suspect, each a gigabit TCP or nptv6 trial at
+wake p90 1.1-1.7 ms, beside others of the same cell at 0.1-0.8 ms: borderline once, not every
+time."""
+
+RERUN_SHARE = 0.1
+"""In all, a run measures again at most this share of its trials (at least one): where more
+trials are suspect the machine is busy, a rerun would be suspect too, and the run would take up
+to three times as long (gometz-2015 quick beside other jobs at load 5: 2 of its first 3 RFC 2544
+searches suspect three times in a row)."""
+
+ENV_RERUNS = "TESTBED_RERUNS"
+
+
+def reruns_per_trial() -> int:
+    """RERUNS, or `$TESTBED_RERUNS` where set (a count ≥ 0)."""
+    v = os.environ.get(ENV_RERUNS, "").strip()
+    return int(v) if v.isdigit() else RERUNS
+
+
+class Reruns:
+    """One run's reruns of suspect trials: at most `per_trial` each, `left` in all."""
+
+    def __init__(self, trials: int) -> None:
+        self.per_trial = reruns_per_trial()
+        self.left = max(1, math.ceil(RERUN_SHARE * trials)) if self.per_trial else 0
+        self.spent_once = False  # the budget ran out (said once)
+
+    def take(self) -> bool:
+        """Whether one more rerun may be done (and count it)."""
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
 
 THRESHOLDS: dict[str, float | None] = {
     "min_headroom_percent": MIN_HEADROOM_PERCENT,

@@ -10,4 +10,4 @@ from testbed import fidelity
 
 @pytest.fixture(autouse=True)
 def _no_fidelity_reruns(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fidelity, "RERUNS", 0)
+    monkeypatch.setenv(fidelity.ENV_RERUNS, "0")  # worker processes of the tests too

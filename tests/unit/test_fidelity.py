@@ -153,7 +153,8 @@ def test_a_suspect_trial_is_measured_again_at_most_reruns_times(
     suspect: 1 + RERUNS attempts, the last kept as suspect."""
     from testbed import experiment
 
-    monkeypatch.setattr(fidelity, "RERUNS", 2)
+    monkeypatch.setenv(fidelity.ENV_RERUNS, "2")
+    monkeypatch.setattr(fidelity, "RERUN_SHARE", 10.0)  # no run-wide limit here
     verdicts: list[str] = []
 
     def record(self: Any, result: Any) -> dict[str, Any]:
@@ -184,6 +185,30 @@ def test_a_suspect_trial_is_measured_again_at_most_reruns_times(
         for r in rows:
             assert fidelity.verdict(r.result) == kept
             assert len(r.result[fidelity.KEY].get("earlier_attempts", [])) == attempts - 1
+
+
+def test_a_run_reruns_at_most_its_share_of_trials(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where most trials are suspect the host is busy: a run measures again at most
+    RERUN_SHARE of its trials (at least one), then keeps suspect trials as they are."""
+    from testbed import experiment
+
+    monkeypatch.setenv(fidelity.ENV_RERUNS, "2")
+    monkeypatch.setattr(experiment.HostWatch, "record", lambda self, result: SUSPECT_RECORD)
+    calls = {"n": 0}
+
+    def counted(tb: Any, t: Any, ctx: Any) -> Measured:
+        calls["n"] += 1
+        return Measured({"value": 1.0}, {})
+
+    exp = load_experiment(FAKE, "quick")
+    n = len(plan(exp))
+    budget = max(1, -(-n // 10))  # ceil(10 %)
+    run_experiment(exp, db=tmp_path / "r.sqlite", open_testbed=fake_open([]), progress=quiet(),
+                   run_trial=counted)
+    assert calls["n"] == n + budget
+    monkeypatch.setenv(fidelity.ENV_RERUNS, "0")
+    assert fidelity.Reruns(100).left == 0
 
 
 def test_a_changed_threshold_applies_to_stored_records(monkeypatch: pytest.MonkeyPatch
