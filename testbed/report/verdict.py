@@ -398,12 +398,25 @@ def all_of(parts: Sequence[Outcome], tolerance: str, reason: str = "") -> Outcom
     return Outcome(status, evidence, why, n, decider.effect, decider.interval, tolerance)
 
 
-def against(values: Sequence[float], reference: float, exact: bool = False) -> Effect | None:
+def against(values: Sequence[float], reference: float, exact: bool = False,
+            resolution: float = 0.0) -> Effect | None:
     """values over a reference without noise (a model's value, a printed number) - 1, with the
-    95 % t interval of the values' mean (None below 2 values unless `exact`)."""
-    if reference <= 0:
+    95 % t interval of the values' mean (None below 2 values unless `exact`).
+
+    `resolution` (in the values' unit): each value is a search's result, known only to that
+    step (an RFC 2544 search stops when its bracket is narrower). Values within two steps of
+    each other are the same answer read off the grid: the truth lies where every value's
+    ±step overlaps, [max - step, min + step] (one value: ±step), not in a t interval whose
+    width, at n = 2, is 12.7 times the spread of two grid points. Values farther apart than
+    that differ by more than the grid: the t interval."""
+    if reference <= 0 or not values:
         return None
-    ci = mean_ci([v / reference - 1 for v in values], exact)
+    rel = [v / reference - 1 for v in values]
+    step = resolution / reference
+    if step > 0 and not exact and max(rel) - min(rel) <= 2 * step:
+        m = math.fsum(rel) / len(rel)
+        return Effect(m, max(rel) - step, min(rel) + step, len(rel), 0.0, math.inf)
+    ci = mean_ci(rel, exact)
     if ci is None:
         return None
     return Effect(ci.value, ci.low, ci.high, ci.n, 0.0, math.inf)

@@ -151,3 +151,21 @@ def test_qu6_with_native_cells_only_is_inconclusive_not_holds() -> None:
     natives = [t for t in qu_trials() if t.point["topology"] in ("native4", "native6")]
     out = CHECKS["qu:6"](Data(natives))
     assert out.status == "inconclusive" and "6to4 over native IPv6" in out.reason, out
+
+
+def test_a_search_result_is_known_to_its_step_not_to_a_t_interval() -> None:
+    """Two RFC 2544 searches one grid step apart: the t interval at n = 2 spans ±10 % and
+    makes "within ±5 %" inconclusive by chance; their steps' overlap does not. Values farther
+    apart than two steps differ by more than the grid: the t interval again."""
+    model = 100.0
+    t_only = verdict.against([100.5, 101.9], model)
+    assert t_only is not None and t_only.high - t_only.low > 0.15
+    e = verdict.against([100.5, 101.9], model, resolution=1.0)
+    assert e is not None
+    assert e.low == pytest.approx(0.009) and e.high == pytest.approx(0.015)
+    assert verdict.side(verdict.Difference(e.value, e.low, e.high, e.n), -0.05, 0.05) == "holds"
+    one = verdict.against([100.5], model, resolution=1.0)  # one search: ±its step
+    assert one is not None and one.low == pytest.approx(-0.005) and one.high == pytest.approx(0.015)
+    far = verdict.against([100.0, 104.0, 108.0], model, resolution=1.0)
+    assert far is not None and far.low < 0.0  # spread beyond the grid: the t interval
+    assert verdict.against([100.0], model) is None  # no step, one value: no interval

@@ -104,6 +104,19 @@ def _gm_thr_cells(d: Data, exclude_limited: bool = True
                                                        size_of(r))), d.exact_rows(rows))
 
 
+def _gm_steps(d: Data) -> dict[tuple[Any, ...], float]:
+    """(rate, ip, ip_payload) -> the zero-loss searches' resolution (bit/s): each result is
+    known to that step (verdict.against). None stored (printed numbers): no entry."""
+    out: dict[tuple[Any, ...], float] = {}
+    for r in d.select("rfc2544"):
+        doc = r.result.get("throughput") if isinstance(r.result, dict) else None
+        step = doc.get("resolution") if isinstance(doc, dict) else None
+        if isinstance(step, int | float) and step > 0:
+            key = (rate_bps(r), int(param(r, "ip")), size_of(r))
+            out[key] = max(out.get(key, 0.0), float(step))
+    return out
+
+
 SAW_TOLERANCE = ("rises to the knee (the slope of throughput over payload, its 95 % interval "
                  "above 0); each fall after it below half the paper's (Table {table}: {falls}); "
                  "the peak within ±2 % of the paper's {peak} Mbit/s (ours: Table {table}'s Exp "
@@ -115,6 +128,7 @@ def _sawtooth(d: Data, ip: int, rate: float, falls: Sequence[tuple[int, float]],
     """The sawtooth at `rate`: rising up to the first knee, falling after each (knee, the
     paper's relative fall) at least half as much, and the peak near `peak_mbps`."""
     vals, exact = _gm_thr_cells(d)
+    steps = _gm_steps(d)
     thr = {k[2]: v for k, v in vals.items() if k[0] == rate and k[1] == ip}
     knee = falls[0][0]
     if knee not in thr or knee + 1 not in thr:
@@ -144,7 +158,8 @@ def _sawtooth(d: Data, ip: int, rate: float, falls: Sequence[tuple[int, float]],
             out.append(not_measured(f"IPv{ip} throughput at {at} and {at + 1} B"))
     if peak_mbps is not None:
         top = max(thr, key=lambda n: statistics.fmean(thr[n]))
-        e = against([v / 1e6 for v in thr[top]], peak_mbps, exact)
+        e = against([v / 1e6 for v in thr[top]], peak_mbps, exact,
+                    steps.get((rate, ip, top), 0.0) / 1e6)
         out.append(judge(e, "within", 0.02, tolerance, f"peak ({top} B) vs the paper's "
                          f"{peak_mbps:.2f} Mbit/s"))
     o = all_of(out, tolerance)
@@ -199,6 +214,7 @@ def _gm_model_cells(d: Data) -> tuple[list[tuple[str, Effect | None]], list[str]
     """Each judged cell's measured/model − 1 (its interval), the generator-limited cells (shown,
     not judged: they measure the sender) and whether a judged large 1 Gbit/s cell was limited."""
     vals, exact = _gm_thr_cells(d, exclude_limited=False)
+    steps = _gm_steps(d)
     limited = _gm_limited(d)
     cells: list[tuple[str, Effect | None]] = []
     slow: list[str] = []
@@ -211,7 +227,7 @@ def _gm_model_cells(d: Data) -> tuple[list[tuple[str, Effect | None]], list[str]
             slow.append(f"{label} {statistics.fmean(v) / model:.2f}")
             continue
         cells.append((label + ("*" if (rate, ip, n) in limited else ""),
-                      against(v, model, exact)))
+                      against(v, model, exact, steps.get((rate, ip, n), 0.0))))
     return cells, slow, any(label.endswith("*") for label, _ in cells)
 
 
@@ -336,8 +352,10 @@ GM9_TOLERANCE = ("measured/model − 1 below +1 % in every cell (ours: 'upper bo
 
 def gm_9(d: Data) -> Outcome:
     vals, exact = _gm_thr_cells(d, exclude_limited=False)
+    steps = _gm_steps(d)
     cells = [(f"v{ip} {n} B at {rate_name(rate)}",
-              against(v, models.max_throughput_bps(n, rate, ip), exact))
+              against(v, models.max_throughput_bps(n, rate, ip), exact,
+                      steps.get((rate, ip, n), 0.0)))
              for (rate, ip, n), v in sorted(vals.items(), key=str)
              if rate is not None and n is not None]
     if not cells:
