@@ -169,3 +169,40 @@ def test_a_search_result_is_known_to_its_step_not_to_a_t_interval() -> None:
     far = verdict.against([100.0, 104.0, 108.0], model, resolution=1.0)
     assert far is not None and far.low < 0.0  # spread beyond the grid: the t interval
     assert verdict.against([100.0], model) is None  # no step, one value: no interval
+
+
+def test_a_budgeted_router_on_the_virtual_clock_is_not_exact() -> None:
+    """Its forwarding moves 3-6 % between runs (the cgroup's periods against the traffic):
+    such trials are not taken as exact numbers; the same router unlimited is."""
+    from dataclasses import replace
+
+    def budget(share: str) -> TrialRow:
+        t = row("load", {"router_cpu_pct": 10.0}, {"ip": 4},
+                clock={"clock": "virtual", "in_vm": True})
+        return replace(t, topology={"features": [{"kind": "cpu-budget", "node": "r1",
+                                                  "share": share}]})
+
+    assert claims.budgeted(budget("0.1")) and not claims.budgeted(budget("none"))
+    assert not claims.Data([budget("0.1")]).exact_rows([budget("0.1")])
+    assert claims.Data([budget("none")]).exact_rows([budget("none")])
+
+
+def test_do10_rises_need_intervals() -> None:
+    """do:10's "CPU rises with rate and size" is judged with intervals, not by comparing two
+    single numbers: one repetition per cell on the real clock is inconclusive, whichever way
+    the means lie; with repetitions a clear rise holds its part."""
+    def icmp(reps: int, up: float) -> list[TrialRow]:
+        out = []
+        for ip, pps, size, i in itertools.product((4, 6), (100.0, 4000.0), (100, 1452),
+                                                  range(reps)):
+            cpu = 0.2 if pps == 100.0 else 4.0 * (up if size == 1452 else 1.0)
+            cpu *= 1.0 + 0.01 * i
+            out.append(row("icmpload", {"router_cpu_pct": cpu * (0.6 if ip == 6 else 1.0)},
+                           {"ip": ip, "pps": pps, "size": size}))
+        return out
+
+    one = check("do:10", icmp(1, 0.9))  # a fall of one repetition decides nothing
+    assert one.status == "inconclusive"
+    assert "router CPU rise" in one.evidence
+    falls = check("do:10", icmp(3, 0.8))  # a clear fall with size, three repetitions
+    assert falls.status == "does not hold"

@@ -19,13 +19,15 @@ from testbed.report.claims import (
     not_measured,
     param,
     size_of,
-    verdict,
 )
 from testbed.report.verdict import (
     Difference,
+    Effect,
+    all_of,
     cells_ratio,
     difference,
     judge,
+    judge_all,
     mean_ci,
     ratio,
     side,
@@ -61,38 +63,34 @@ DO10_TOLERANCE = ("ICMPv6/ICMPv4 CPU − 1 below −16.5 % (half the paper's −
 
 def do_10(d: Data) -> Outcome:
     rows = d.select("icmpload")
-    cpu = d.means(rows, "router_cpu_pct", lambda r: (int(param(r, "ip")),
-                                                    float(param(r, "pps")), size_of(r)))
-    if len({k[0] for k in cpu}) < 2:
+    raw = d.cells(rows, "router_cpu_pct", lambda r: (int(param(r, "ip")),
+                                                     float(param(r, "pps")), size_of(r)))
+    if len({k[0] for k in raw}) < 2:
         return not_measured("ICMPv4 and ICMPv6 echo load on the router with its CPU "
-                             "(kind icmpload)")
-    ok, parts = True, []
+                            "(kind icmpload)")
+    exact = d.exact_rows(rows)
+    rises: list[tuple[str, Effect | None]] = []  # CPU up with the rate and with the size
     for ip in (4, 6):
-        mine = {k[1:]: v for k, v in cpu.items() if k[0] == ip}
+        mine = {k[1:]: v for k, v in raw.items() if k[0] == ip}
         rates = sorted({k[0] for k in mine})
         sizes = sorted({k[1] for k in mine if k[1] is not None})
         if len(rates) >= 2 and (rates[-1], sizes[-1]) in mine and (rates[0], sizes[-1]) in mine:
-            up = mine[(rates[-1], sizes[-1])] > mine[(rates[0], sizes[-1])]
-            ok = ok and up
-            parts.append(f"ICMPv{ip} {sizes[-1]} B: {rates[0]:g}→{rates[-1]:g}/s CPU "
-                         f"{mine[(rates[0], sizes[-1])]:.2f}→{mine[(rates[-1], sizes[-1])]:.2f} %")
+            rises.append((f"ICMPv{ip} {sizes[-1]} B: {rates[0]:g}→{rates[-1]:g}/s",
+                          ratio(mine[(rates[0], sizes[-1])], mine[(rates[-1], sizes[-1])],
+                                exact=exact)))
         if len(sizes) >= 2 and (rates[-1], sizes[0]) in mine and (rates[-1], sizes[-1]) in mine:
-            up = mine[(rates[-1], sizes[-1])] > mine[(rates[-1], sizes[0])]
-            ok = ok and up
-            parts.append(f"ICMPv{ip} {rates[-1]:g}/s: {sizes[0]}→{sizes[-1]} B CPU "
-                         f"{mine[(rates[-1], sizes[0])]:.2f}→{mine[(rates[-1], sizes[-1])]:.2f} %")
-    common = [k[1:] for k in cpu if k[0] == 4 and (6, *k[1:]) in cpu]
-    if not common:
-        return verdict(ok, "; ".join(parts), LINUX_ROUTER)
-    raw = d.cells(rows, "router_cpu_pct", lambda r: (int(param(r, "ip")),
-                                                     float(param(r, "pps")), size_of(r)))
-    o = judge(cells_ratio([(raw[(4, *k)], raw[(6, *k)]) for k in common]), "below", DO10_BOUND,
-              DO10_TOLERANCE, f"ICMPv6 vs ICMPv4 router CPU over {len(common)} cells",
-              needs="three or more cells, or two or more repetitions per cell")
-    status = o.status if ok else "does not hold"
-    return replace(o, status=status, evidence="; ".join([*parts, o.evidence]),
-                   reason=o.reason if status == "inconclusive" else
-                   "" if status == "holds" else LINUX_ROUTER)
+            rises.append((f"ICMPv{ip} {rates[-1]:g}/s: {sizes[0]}→{sizes[-1]} B",
+                          ratio(mine[(rates[-1], sizes[0])], mine[(rates[-1], sizes[-1])],
+                                exact=exact)))
+    parts = [judge_all(rises, "above", 0.0, DO10_TOLERANCE, "router CPU rise")] if rises else []
+    common = [k[1:] for k in raw if k[0] == 4 and (6, *k[1:]) in raw]
+    if common:
+        parts.append(judge(cells_ratio([(raw[(4, *k)], raw[(6, *k)]) for k in common]), "below",
+                           DO10_BOUND, DO10_TOLERANCE,
+                           f"ICMPv6 vs ICMPv4 router CPU over {len(common)} cells",
+                           needs="three or more cells, or two or more repetitions per cell"))
+    o = all_of(parts, DO10_TOLERANCE, LINUX_ROUTER)
+    return replace(o, evidence="; ".join(p.evidence for p in parts))
 
 
 def _acl_rows(d: Data) -> tuple[dict[tuple[Any, ...], list[float]],
