@@ -99,12 +99,14 @@ def go_2(d: Data) -> Outcome:
     dev: dict[int, list[tuple[float, float]]] = defaultdict(list)
     by_cell: dict[tuple[int, Any], list[float]] = {}
     for (ip, size), vals in thr.items():
-        if len(vals) >= 2:
+        # three or more: two repetitions lie equally far from their mean (one number twice),
+        # and a slope through such pairs has a zero-width interval that noise decides
+        if len(vals) >= 3:
             m = statistics.fmean(vals)
             by_cell[(ip, size)] = [abs(v - m) for v in vals]
             dev[ip] += [(float(size), x) for x in by_cell[(ip, size)]]
     if not dev or any(len({x for x, _ in pts}) < 2 for pts in dev.values()):
-        return not_measured(f"{label} throughput with ≥ 2 repetitions at ≥ 2 frame sizes")
+        return not_measured(f"{label} throughput with ≥ 3 repetitions at ≥ 2 frame sizes")
     states, parts = [], []
     for ip, pts in sorted(dev.items()):
         sl = slope([x for x, _ in pts], [y for _, y in pts])
