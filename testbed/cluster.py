@@ -95,7 +95,7 @@ def run_cluster(exp: Experiment, exp_file: Path, *, db: Path, client: Any,
     if not workers:
         raise UsageError(f"the Dask scheduler at {client.scheduler.address} has no workers",
                          hint="start some: dask worker ADDRESS --nworkers 1 --nthreads 1")
-    book = RunBook(exp, db, resume, stream)
+    book = RunBook(exp, db, resume, stream, clock)
     if (clock or exp.clock or "real") == "real":
         per_host = Counter(str(w.get("host")) for w in workers.values())
         for host, n in sorted(per_host.items()):

@@ -15,10 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import fidelity, results
+from testbed import fidelity, results, waiting
 from testbed.api import TestbedLike
 from testbed.errors import TestbedError
-from testbed.experiment_spec import Experiment, TrialPlan, check_topologies, param_text, plan
+from testbed.experiment_spec import (
+    Experiment,
+    TrialPlan,
+    check_topologies,
+    for_clock,
+    param_text,
+    plan,
+)
 from testbed.measure import cpu, kinds
 from testbed.progress import Progress
 from testbed.topology import find_topology
@@ -69,6 +76,7 @@ def run_experiment(
     A database that cannot be written (disk full, removed, locked) stops the run with a
     StoreError; every trial committed before stays, and `--resume` continues from there."""
     check_topologies(exp)
+    exp = for_clock(exp, waiting.clock_name())
     trials = plan(exp)
     if share is not None:
         wanted = set(share[1])

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ class MeasurementSpec:
     where: dict[str, list[Any]] = field(default_factory=dict)  # only at these topology points
     description: str = ""  # the experiment file's `description` of this measurement
     repetitions: int | None = None  # its own repetitions (else the experiment's)
+    once: str = ""  # why each cell is measured once here (for_clock: exact on the virtual clock)
 
     def reps(self, default: int) -> int:
         """How many times each of its points is measured."""
@@ -81,7 +83,9 @@ class Experiment:
             "repetitions": self.repetitions, "clock": self.clock, "paper": self.paper,
             "measurements": [{"name": m.name, "kind": m.kind, "params": m.params,
                               "sweep": m.sweep, "where": m.where,
-                              "description": m.description} for m in self.measurements],
+                              "description": m.description,
+                              **({"repetitions": 1, "once": m.once} if m.once else {})}
+                             for m in self.measurements],
         }
 
 
@@ -396,6 +400,30 @@ def _names(value: Any, file: str, key: str) -> list[str]:
             raise SpecError(file, where, f"not a topology name: {v!r}",
                             "a name in topologies/ (e.g. \"chain\") or a path")
     return list(values)
+
+
+EXACT_ONCE_ENV = "TESTBED_EXACT_ONCE"  # "0": repeat exact cells anyway (to show they agree)
+
+
+def for_clock(exp: Experiment, clock: str | None) -> Experiment:
+    """The experiment as it runs on `clock`. On the virtual clock a measurement whose kind is
+    exact there (`Kind.virtual_exact`) is measured once per cell: its repetitions would give
+    the same numbers (docs/vm.md), so they are not run, and `once` says why (it is stored with
+    the run). Except on a CPU-budgeted topology (its numbers move between runs) or with
+    $TESTBED_EXACT_ONCE=0. Both the planner of a run and its workers call this, so that they
+    list the same trials."""
+    if clock != "virtual":
+        return exp
+    out = []
+    for m in exp.measurements:
+        why = kinds.KINDS[m.kind].virtual_exact
+        if (why and m.reps(exp.repetitions) > 1 and not m.once
+                and os.environ.get(EXACT_ONCE_ENV, "1") != "0"
+                and not any(p.params.get("budget") not in (None, "none")
+                            for p in _iter_topology_points(exp) if m.applies(p))):
+            m = replace(m, repetitions=1, once=why)
+        out.append(m)
+    return replace(exp, measurements=out)
 
 
 def count_trials(exp: Experiment) -> int:

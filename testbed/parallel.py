@@ -27,7 +27,7 @@ from typing import Any, TextIO
 from testbed import processes, results
 from testbed.errors import UsageError
 from testbed.experiment import RunSummary, trial_row
-from testbed.experiment_spec import Experiment, TrialPlan, plan
+from testbed.experiment_spec import Experiment, TrialPlan, for_clock, plan
 from testbed.progress import format_duration
 from testbed.tiers import timed_kinds
 
@@ -370,8 +370,9 @@ class RunBook:
     """The run's database seen by the coordinator: stores what workers commit, says what is
     missing, retries a dead worker's share once, then records the rest as failed."""
 
-    def __init__(self, exp: Experiment, db: Path, resume: bool, stream: TextIO | None = None
-                 ) -> None:
+    def __init__(self, exp: Experiment, db: Path, resume: bool, stream: TextIO | None = None,
+                 clock: str | None = None) -> None:
+        exp = for_clock(exp, clock or exp.clock)  # the trials its workers list, on their clock
         self.exp = exp
         self.db = db
         self.trials = plan(exp)
@@ -496,7 +497,7 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
               stream: TextIO | None = None) -> RunSummary:
     """Run `exp` with `workers` worker processes on this machine (each, on the virtual clock,
     in its own guest), merging every trial into `db` as it is committed."""
-    book = RunBook(exp, db, resume, stream)
+    book = RunBook(exp, db, resume, stream, clock)
     prefix = list(argv_prefix or worker_argv(str(exp_file.resolve()), exp.profile, clock))
     workdir = db.resolve().parent / f".parallel-{book.run_id}"
     if book.resumed and workdir.is_dir():

@@ -107,14 +107,21 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
     its timing is faithful (e.g. throughput through tbf-shaped links), the full-kernel tier on
     its virtual clock otherwise (per-packet serialization delay needs netem; 6to4/ISATAP need
     sit, Jool its module). Topologies of one measurement on the same tier share one choice."""
-    from testbed.experiment_spec import plan
+    from testbed.experiment_spec import for_clock, plan
     from testbed.measure import kinds
 
     trials = plan(exp)
-    counts: dict[tuple[str, str], int] = {}
-    for t in trials:
-        k = (t.measurement.name, t.topo.topology)
-        counts[k] = counts.get(k, 0) + 1
+    virtual = for_clock(exp, "virtual")  # the VM tier runs on it: exact cells once
+    once = {m.name: m.once for m in virtual.measurements if m.once}
+
+    def count(ts: Sequence[Any]) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for t in ts:
+            k = (t.measurement.name, t.topo.topology)
+            out[k] = out.get(k, 0) + 1
+        return out
+
+    counts = {"host": count(trials), "vm": count(plan(virtual) if once else trials)}
     out = []
     for m in exp.measurements:
         kind = kinds.get(m.kind)
@@ -132,7 +139,9 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
                       for f in own_needs.get(topo, ()) if f not in (g for g, _ in needs)]
             groups.setdefault(_tier(kind, needs, missing, forced), []).append(topo)
         for (tier, reason), ts in groups.items():
-            n = sum(counts.get((m.name, t), 0) for t in ts)
+            n = sum(counts[tier].get((m.name, t), 0) for t in ts)
+            if tier == "vm" and m.name in once:
+                reason += "; each cell once: exact on the virtual clock"
             out.append(Choice(exp.name, m.name, tuple(ts), tier,
                               "virtual" if tier == "vm" else "real", reason, n))
     return out

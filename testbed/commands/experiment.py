@@ -118,6 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from testbed.experiment_spec import (
         check_topologies,
         find_experiment,
+        for_clock,
         iter_plan,
         load_experiment,
     )
@@ -127,7 +128,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_topologies(exp)  # the file's mistakes first, the same in a dry run and a real one
     if args.dry_run:
         n = 0
-        for t in iter_plan(exp):  # one at a time: never more in memory than is printed
+        on = for_clock(exp, args.clock or exp.clock)
+        for m in on.measurements:
+            if m.once:
+                print(f"{m.name}: each cell once ({m.once})", file=sys.stderr)
+        for t in iter_plan(on):  # one at a time: never more in memory than is printed
             print(t.label)
             n += 1
         if n == 0:

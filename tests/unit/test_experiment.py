@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -327,3 +328,33 @@ def test_progress_plain_lines() -> None:
     q.finish()
     q.close()
     assert "[############------------] 1/2" in tty.getvalue()
+
+
+def test_on_the_virtual_clock_an_exact_cell_runs_once_and_the_run_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.experiment_spec import for_clock
+    from testbed.parallel import RunBook
+    from testbed.waiting import ENV_CLOCK
+
+    exp = load_experiment(FAKE, "full")  # 2 repetitions: owd (pingpong) 8 cells, stack 4 cells
+    assert len(plan(exp)) == 2 * (8 + 4)
+    monkeypatch.setenv(ENV_CLOCK, "virtual")  # as inside a virtual-clock guest
+    s = run_experiment(exp, db=tmp_path / "v.sqlite", open_testbed=fake_open([]),
+                       progress=quiet(), run_trial=fake_trial)
+    assert (s.ran, s.planned) == (8 + 2 * 4, 16)  # the OWD cells once, stack costs twice
+    with closing(results.connect(tmp_path / "v.sqlite")) as con:
+        rows = list(results.trials(con))
+        assert {r.repetition for r in rows if r.kind == "pingpong"} == {0}
+        spec = json.loads(con.execute("SELECT spec FROM runs").fetchone()[0])
+        stored = {m["name"]: m for m in spec["measurements"]}
+        assert stored["owd"]["once"] and "once" not in stored["stack"]
+    # a parallel run's coordinator lists the same trials as its virtual-clock workers
+    monkeypatch.delenv(ENV_CLOCK)
+    book = RunBook(exp, tmp_path / "p.sqlite", False, clock="virtual")
+    assert sorted(t.key("x") for t in book.trials) == \
+        sorted(t.key("x") for t in plan(for_clock(exp, "virtual")))
+    book.con.close()
+    # on the real clock nothing changes
+    s = run_experiment(exp, db=tmp_path / "r.sqlite", open_testbed=fake_open([]),
+                       progress=quiet(), run_trial=fake_trial)
+    assert s.ran == 24

@@ -84,3 +84,42 @@ def test_no_list_of_kinds_outside_the_kinds() -> None:
         spelled = {n.value for n in ast.walk(tree)
                    if isinstance(n, ast.Constant) and isinstance(n.value, str)} & names
         assert not spelled, f"testbed/{rel} names kinds {sorted(spelled)}"
+
+
+def test_exact_cells_are_measured_once_on_the_virtual_clock_only() -> None:
+    from testbed.experiment_spec import count_trials, for_clock
+
+    exp = load_experiment(find_experiment("gamess-morales"), "full")
+    assert exp.repetitions == 5
+    virtual = for_clock(exp, "virtual")
+    owd = [m for m in virtual.measurements if m.kind == "pingpong"]
+    assert owd and all(m.reps(virtual.repetitions) == 1 and "0.1 µs" in m.once for m in owd)
+    # throughput (rfc2544) is not declared exact: its repetitions stay
+    assert all(m.reps(virtual.repetitions) == 5 and not m.once
+               for m in virtual.measurements if m.kind == "rfc2544")
+    assert for_clock(exp, "real") is exp and for_clock(exp, None) is exp
+    assert count_trials(exp) - count_trials(virtual) == 720 - 144
+    assert for_clock(virtual, "virtual") == virtual  # once is once
+    assert [k.name for k in kinds.KINDS.values() if k.virtual_exact] == ["pingpong"]
+    # what the run stores says why
+    stored = [m for m in virtual.to_dict()["measurements"] if m["kind"] == "pingpong"]
+    assert all(m["repetitions"] == 1 and m["once"] for m in stored)
+    # the dry run's count per tier follows: the VM tier runs each OWD cell once
+    choices = tiers.choose(exp, lacks("netem"))
+    assert sum(c.trials for c in choices if c.measurement.startswith("owd")) == 144
+    assert all("each cell once" in c.reason for c in choices if c.measurement.startswith("owd"))
+    assert sum(c.trials for c in choices if c.measurement.startswith("throughput")) == 300
+
+
+def test_exact_once_can_be_turned_off_and_never_applies_to_a_budgeted_router(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from testbed.experiment_spec import EXACT_ONCE_ENV, for_clock
+
+    exp = load_experiment(find_experiment("gamess-morales"), "full")
+    monkeypatch.setenv(EXACT_ONCE_ENV, "0")
+    assert for_clock(exp, "virtual") == exp
+    monkeypatch.delenv(EXACT_ONCE_ENV)
+    budgeted = replace(exp, params={**exp.params, "budget": 0.1})
+    assert all(not m.once for m in for_clock(budgeted, "virtual").measurements)

@@ -176,6 +176,10 @@ class Kind:
     # the host's clock gives noise, the virtual clock a count of instructions); set, `reproduce`
     # runs it in the full-kernel tier on the virtual clock
     virtual_reason: str = ""
+    # why a cell of this kind measured on the virtual clock gives the same numbers every time
+    # (with the evidence); set, a virtual-clock run measures each cell once: repetitions that
+    # cannot differ are not run (experiment_spec.for_clock, docs/vm.md)
+    virtual_exact: str = ""
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

@@ -1,0 +1,223 @@
+"""Benchmark: what a full reproduction costs (issue 29) — trials and time per paper, before and
+after measuring exact virtual-clock cells once, and whether those cells' repetitions differ.
+
+Usage (from the checkout):
+
+    .venv/bin/python benchmarks/full_reproduction.py [--db QUICK.sqlite ...] [--workers 2]
+        [--check-exact N] [--json FILE]
+
+Part 1 (no runs): per paper, the full profile's trials as `testbed reproduce PAPER --dry-run`
+plans them on this machine, host and VM tier, with every repetition (before,
+$TESTBED_EXACT_ONCE=0) and with each exact virtual-clock cell once (after, the default; see
+`experiment_spec.for_clock`). With `--db` (databases of earlier runs of the papers, e.g. their
+quick profiles) it also projects the wall time: each measurement's median wall time per trial
+in those runs times its full trials, the VM tier's share divided by `--workers` guests side by
+side. Quick trials are shorter than full ones (durations, counts), so the projection is a
+lower bound; it shows where the time goes and what a cut saves.
+
+Part 2 (`--check-exact N`, as root; boots virtual-clock guests): the first N cells of
+gamess-morales' OWD grid (IPv4, ethernet, routers 0.., payloads 10..1480 B, 1000 exchanges),
+each measured three times in one guest with $TESTBED_EXACT_ONCE=0, then the same cells once
+each in a second guest (the default), and per cell: the three medians' spread and the single
+run's difference from their mean. Target: within 0.1 µs or 0.01 %, which is what measuring a
+cell once must not lose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from testbed import papers, results
+from testbed.capabilities import missing
+from testbed.experiment_spec import EXACT_ONCE_ENV, find_experiment, load_experiment
+from testbed.tiers import choose
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPERS = ("gamess-morales", "zeadally-2004", "quintero-2016", "dobrinov-2016", "gometz-2015")
+
+
+def plan_counts(paper: str, exact_once: bool) -> list[dict[str, Any]]:
+    """(experiment, measurement, tier, trials) of the paper's full profile."""
+    old = os.environ.get(EXACT_ONCE_ENV)
+    os.environ[EXACT_ONCE_ENV] = "1" if exact_once else "0"
+    try:
+        out = []
+        for name in papers.get(paper).experiments:
+            exp = load_experiment(find_experiment(name), "full")
+            for c in choose(exp, missing):
+                out.append({"experiment": c.experiment, "measurement": c.measurement,
+                            "tier": c.tier, "trials": c.trials})
+        return out
+    finally:
+        if old is None:
+            os.environ.pop(EXACT_ONCE_ENV, None)
+        else:
+            os.environ[EXACT_ONCE_ENV] = old
+
+
+def trial_costs(dbs: list[Path]) -> dict[tuple[str, str], float]:
+    """(experiment, measurement) -> median wall seconds per ok trial in these databases."""
+    walls: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for db in dbs:
+        with closing(results.connect(db)) as con:
+            for t in results.trials(con):
+                if t.status == "ok" and t.finished > t.started:
+                    walls[(t.experiment, t.measurement)].append(t.finished - t.started)
+    return {k: statistics.median(v) for k, v in walls.items()}
+
+
+def projection(rows: list[dict[str, Any]], costs: dict[tuple[str, str], float],
+               workers: int) -> tuple[float, int]:
+    """(projected seconds, trials without a measured cost)."""
+    total, unknown = 0.0, 0
+    for r in rows:
+        c = costs.get((r["experiment"], r["measurement"]))
+        if c is None:
+            unknown += r["trials"]
+            continue
+        total += r["trials"] * c / (workers if r["tier"] == "vm" else 1)
+    return total, unknown
+
+
+def hours(s: float) -> str:
+    return f"{s / 3600:.2f} h"
+
+
+def part1(a: argparse.Namespace) -> dict[str, Any]:
+    costs = trial_costs(a.db) if a.db else {}
+    doc: dict[str, Any] = {}
+    print(f"{'paper':<16} {'trials before':>13} {'after':>7} {'ratio':>6}   "
+          f"{'VM before':>9} {'after':>6}" + (f"   {'projected before':>16} {'after':>9} "
+                                               f"{'ratio':>6}" if costs else ""))
+    sums = [0, 0, 0.0, 0.0]
+    for paper in PAPERS:
+        before, after = plan_counts(paper, False), plan_counts(paper, True)
+        nb, na = (sum(r["trials"] for r in x) for x in (before, after))
+        vb, va = (sum(r["trials"] for r in x if r["tier"] == "vm") for x in (before, after))
+        line = f"{paper:<16} {nb:>13} {na:>7} {na / nb:>6.2f}   {vb:>9} {va:>6}"
+        entry: dict[str, Any] = {"trials_before": nb, "trials_after": na,
+                                 "vm_before": vb, "vm_after": va}
+        sums[0] += nb
+        sums[1] += na
+        if costs:
+            (pb, ub), (pa, _) = (projection(x, costs, a.workers) for x in (before, after))
+            line += f"   {hours(pb):>16} {hours(pa):>9} {pa / pb if pb else 0:>6.2f}"
+            if ub:
+                line += f"   ({ub} trials with no cost in --db)"
+            entry |= {"projected_before_s": round(pb), "projected_after_s": round(pa),
+                      "trials_without_cost": ub}
+            sums[2] += pb
+            sums[3] += pa
+        print(line)
+        doc[paper] = entry
+    line = f"{'all five':<16} {sums[0]:>13} {sums[1]:>7} {sums[1] / sums[0]:>6.2f}"
+    if costs:
+        line += f"   {'':>9} {'':>6}   {hours(sums[2]):>16} {hours(sums[3]):>9} " \
+                f"{sums[3] / sums[2] if sums[2] else 0:>6.2f}"
+    print(line)
+    return doc
+
+
+CHECK_TOML = """\
+name = "exact-once-check"
+description = "benchmarks/full_reproduction.py: OWD cells repeated on the virtual clock"
+topology = "chain"
+repetitions = {reps}
+
+[params]
+rate = "ethernet"
+mtu = 1500
+
+[sweep]
+"topology.routers" = {routers}
+
+[measurements.owd_v4]
+kind = "pingpong"
+ip = 4
+protocol = "udp"
+ip_payload = {payloads}
+count = 1000
+"""
+
+
+def medians(db: Path) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    with closing(results.connect(db)) as con:
+        for t in results.trials(con):
+            if t.status == "ok":
+                out[t.group_key].append(t.metrics["owd_median_us"])
+    return out
+
+
+def part2(a: argparse.Namespace) -> dict[str, Any]:
+    payloads = [10, 100, 400, 700, 1000, 1480]
+    cells = [(r, p) for r in range(6) for p in payloads][: a.check_exact]
+    routers = sorted({r for r, _ in cells})
+    sizes = sorted({p for _, p in cells})
+    tb = [str(ROOT / ".venv" / "bin" / "testbed")]
+    if not Path(tb[0]).exists():
+        tb = [sys.executable, "-m", "testbed.cli"]
+    runs: dict[str, dict[str, list[float]]] = {}
+    walls: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="tb-exact-") as tmp:
+        for label, reps, once in (("repeated", 3, "0"), ("once", 3, "1")):
+            f = Path(tmp) / f"{label}.toml"
+            f.write_text(CHECK_TOML.format(reps=reps, routers=routers, payloads=sizes))
+            db = Path(tmp) / f"{label}.sqlite"
+            t0 = time.monotonic()
+            subprocess.run([*tb, "run", str(f), "--clock", "virtual", "--db", str(db)],
+                           cwd=ROOT, env={**os.environ, EXACT_ONCE_ENV: once}, check=True)
+            walls[label] = time.monotonic() - t0
+            runs[label] = medians(db)
+    print(f"\n{'cell':<44} {'3 repetitions (µs)':>32} {'spread':>8} {'once':>11} "
+          f"{'once - mean':>11}")
+    worst = 0.0
+    ok = 0
+    for key, vals in sorted(runs["repeated"].items()):
+        one = runs["once"].get(key, [float("nan")])
+        mean = statistics.fmean(vals)
+        spread = max(vals) - min(vals)
+        diff = one[0] - mean
+        limit = max(0.1, 1e-4 * mean)
+        ok += spread <= limit and abs(diff) <= limit
+        worst = max(worst, spread, abs(diff))
+        print(f"{key[:44]:<44} {' '.join(f'{v:.3f}' for v in vals):>32} {spread:>8.3f} "
+              f"{one[0]:>11.3f} {diff:>+11.3f}   ({len(one)} trial)")
+    n = len(runs["repeated"])
+    print(f"{ok} of {n} cells within 0.1 µs or 0.01 % (worst {worst:.3f} µs); wall time: "
+          f"3 repetitions {walls['repeated']:.0f} s, once {walls['once']:.0f} s "
+          f"({walls['once'] / walls['repeated']:.2f})")
+    return {"cells": n, "within": ok, "worst_us": worst, "wall_s": walls,
+            "medians": runs}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--db", type=Path, action="append", default=[],
+                   help="a database of earlier runs: per-trial costs for the projection")
+    p.add_argument("--workers", type=int, default=2, help="guests side by side (default 2)")
+    p.add_argument("--check-exact", type=int, default=0, metavar="N",
+                   help="measure N OWD cells three times and once on the virtual clock")
+    p.add_argument("--json", type=Path, help="also write the numbers here")
+    a = p.parse_args()
+    doc: dict[str, Any] = {"plan": part1(a)}
+    if a.check_exact:
+        doc["exact"] = part2(a)
+    if a.json:
+        a.json.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
