@@ -58,7 +58,9 @@ def diff_ci(a: list[float], b: list[float], exact: bool) -> Difference | None:
 
 DO10_BOUND = -0.165
 DO10_TOLERANCE = ("ICMPv6/ICMPv4 CPU − 1 below −16.5 % (half the paper's −33 %, sec. 4.3, "
-                  "Fig. 12)")
+                  "Fig. 12), at the highest echo rate measured (the paper's 90 % vs 60 % are "
+                  "at its top rate, 4000 pps; at low rates the router's CPU is its idle "
+                  "baseline, not the echoes)")
 
 
 def do_10(d: Data) -> Outcome:
@@ -84,10 +86,13 @@ def do_10(d: Data) -> Outcome:
                                 exact=exact)))
     parts = [judge_all(rises, "above", 0.0, DO10_TOLERANCE, "router CPU rise")] if rises else []
     common = [k[1:] for k in raw if k[0] == 4 and (6, *k[1:]) in raw]
+    top = max((k[0] for k in common), default=None)
+    common = [k for k in common if k[0] == top]
     if common:
         parts.append(judge(cells_ratio([(raw[(4, *k)], raw[(6, *k)]) for k in common]), "below",
                            DO10_BOUND, DO10_TOLERANCE,
-                           f"ICMPv6 vs ICMPv4 router CPU over {len(common)} cells",
+                           f"ICMPv6 vs ICMPv4 router CPU at {top:g}/s over {len(common)} "
+                           "cells",
                            needs="three or more cells, or two or more repetitions per cell"))
     o = all_of(parts, DO10_TOLERANCE, LINUX_ROUTER)
     return replace(o, evidence="; ".join(p.evidence for p in parts))
