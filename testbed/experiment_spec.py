@@ -412,15 +412,15 @@ def for_clock(exp: Experiment, clock: str | None) -> Experiment:
     the run). Except on a CPU-budgeted topology (its numbers move between runs) or with
     $TESTBED_EXACT_ONCE=0. Both the planner of a run and its workers call this, so that they
     list the same trials."""
-    if clock != "virtual":
+    if clock != "virtual" or os.environ.get(EXACT_ONCE_ENV, "1") == "0":
         return exp
+    budgeted = [p for p in _iter_topology_points(exp)
+                if p.params.get("budget") not in (None, "none")]
     out = []
     for m in exp.measurements:
         why = kinds.KINDS[m.kind].virtual_exact
         if (why and m.reps(exp.repetitions) > 1 and not m.once
-                and os.environ.get(EXACT_ONCE_ENV, "1") != "0"
-                and not any(p.params.get("budget") not in (None, "none")
-                            for p in _iter_topology_points(exp) if m.applies(p))):
+                and not any(m.applies(p) for p in budgeted)):
             m = replace(m, repetitions=1, once=why)
         out.append(m)
     return replace(exp, measurements=out)
