@@ -234,17 +234,6 @@ def rel(a: float, b: float) -> float:
     return a / b - 1.0 if b else math.inf
 
 
-def linfit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """Least-squares slope and R² of ys over xs."""
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    syy = sum((y - my) ** 2 for y in ys)
-    slope = sxy / sxx if sxx else 0.0
-    r2 = (sxy * sxy) / (sxx * syy) if sxx and syy else 0.0
-    return slope, r2
-
-
 def cross_os(_: Data) -> Outcome:
     return Outcome("not measurable here", "", "the emulator runs Linux only; other operating "
                    "systems' stacks are not emulated")

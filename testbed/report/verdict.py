@@ -249,6 +249,40 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> Slope | None:
                  len(xs))
 
 
+@dataclass(frozen=True)
+class Curvature:
+    """The quadratic term of a parabola fitted through the points, and the two-sided p of its
+    t test: small p means a straight line misses them beyond their own scatter."""
+
+    value: float
+    p: float
+    df: int
+
+
+def curvature(xs: Sequence[float], ys: Sequence[float]) -> Curvature | None:
+    """A straight line's lack of fit, as the t test of a quadratic term (with repetitions at
+    three x values it is the classic lack-of-fit F test against pure error). None without a
+    residual degree of freedom: fewer than 4 points or 3 distinct xs."""
+    if len(xs) < 4 or len(set(xs)) < 3:
+        return None
+    import numpy as np
+    from scipy import stats as sps
+
+    x = np.asarray(xs, dtype=float)
+    x = (x - x.mean()) / (x.std() or 1.0)
+    y = np.asarray(ys, dtype=float)
+    design = np.column_stack([np.ones_like(x), x, x * x])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    df = len(xs) - 3
+    s2 = float(((y - design @ coef) ** 2).sum()) / df
+    c = float(coef[2])
+    se = math.sqrt(s2 * float(np.linalg.inv(design.T @ design)[2, 2]))
+    if se == 0.0 or not math.isfinite(se):
+        return Curvature(c, 1.0 if abs(c) < 1e-9 * (float(np.abs(y).max()) or 1.0) else 0.0,
+                         df)
+    return Curvature(c, float(2 * sps.t.sf(abs(c) / se, df)), df)
+
+
 def sign_test(k: int, n: int) -> tuple[float, float, float]:
     """k of n cells go the claimed way: (share, its 95 % Clopper-Pearson interval)."""
     from scipy import stats as sps

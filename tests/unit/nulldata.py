@@ -339,10 +339,22 @@ def do_mix(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
     return out
 
 
+def do_frag(rng: np.random.Generator, effect: bool) -> list[TrialRow]:
+    """Router CPU at MTU 100 for frames of 1-11 fragments, three repetitions each: the paper's
+    +4.5 % per fragment, or flat."""
+    out = []
+    for frags in (1, 4, 6, 9, 11):
+        for v in _noisy(rng, 6.0 + (4.5 * (frags - 1) if effect else 0.0), 0.1, 3):
+            out.append(row("fragment", {"router_cpu_pct": v,
+                                        "fragments_per_datagram": float(frags)},
+                           {"core_mtu": 100, "frame_size": 38 + 80 * frags}))
+    return out
+
+
 GENERATORS: dict[str, Gen] = {
     "gm:1": gamess, "gm:8": gamess, "ze:5": ze_rtt, "ze:6": ze_stack, "ze:7": ze_stack,
     "ze:8": ze_stack, "qu:1": qu_native, "qu:4": qu_nat64, "go:1": go_equal, "go:2": go_spread,
-    "go:4": go_perf, "do:6": do_onset, "do:10": do_icmp, "do:16": do_srh,
+    "go:4": go_perf, "do:6": do_onset, "do:10": do_icmp, "do:16": do_srh, "do:15": do_frag,
     "go:5": go_loss, "gm:2": gm_saw, "gm:3": gm_saw, "gm:9": gm_saw, "gm:5": gm_model,
     **{f"do:{i}": do_mix for i in (1, 3, 4, 5)}, "do:7": do_bidir, "do:9": do_ipd, "gm:7": gm_model,
     **{f"qu:{i}": qu_mechs for i in (2, 3, 5, 6, 7, 8, 9, 10)},

@@ -157,9 +157,9 @@ def frag_rows(cpu_per_fragment: float, wobble: float = 0.0) -> list[TrialRow]:
         out.append(row("fragment", {"router_cpu_pct": cpu, "fragments_per_datagram": float(n),
                                     "received_pps": 5000.0},
                        {"core_mtu": mtu, "frame_size": size}))
-    for size in (118, 518, 918):
+    for size, rep in itertools.product((118, 518, 918), (-1, 0, 1)):
         n = -(-(size - 38) // 80)
-        out.append(row("fragment", {"router_cpu_pct": 5.0 + cpu_per_fragment * n,
+        out.append(row("fragment", {"router_cpu_pct": 5.0 + cpu_per_fragment * n + 0.02 * rep,
                                     "fragments_per_datagram": float(n)},
                        {"core_mtu": 100, "frame_size": size}))
     return out
@@ -174,6 +174,24 @@ def test_do14_do15_fragmentation() -> None:
     assert check("do:15", frag_rows(-0.5)).status == "does not hold"
     assert check("do:14", []).status == "not measured"
     assert check("do:15", frag_rows(0.5)[:2]).status == "not measured"
+
+
+def test_do15_needs_a_straight_line_and_a_residual_degree_of_freedom() -> None:
+    rows = frag_rows(0.5)
+    once = rows[:-9] + rows[-9::3]  # the last nine: MTU 100, three sizes, three repetitions
+    mtu100 = [r for r in once if r.point.get("core_mtu") == 100]
+    assert len(mtu100) == 3  # three points, one each: the line cannot be tested
+    out = check("do:15", once)
+    assert out.status == "inconclusive" and "not testable" in out.evidence
+    # rising but bent (CPU flat to 6 fragments, then steep): the line misses beyond the scatter
+    bent = [r for r in rows if r.point.get("core_mtu") != 100]
+    for size, rep in itertools.product((118, 318, 518, 718, 918), (-1, 0, 1)):
+        n = -(-(size - 38) // 80)
+        bent.append(row("fragment", {"router_cpu_pct": 5.0 + max(0, n - 6) ** 2 + 0.05 * rep,
+                                     "fragments_per_datagram": float(n)},
+                        {"core_mtu": 100, "frame_size": size}))
+    out = check("do:15", bent)
+    assert out.status == "does not hold" and "straight line" in out.reason
 
 
 def test_do9_judges_the_mixed_stream_too() -> None:
