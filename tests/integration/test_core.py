@@ -119,10 +119,11 @@ def test_ethernet_link_carries_line_rate_goodput(payload: int, offered: str) -> 
     wire = max(payload + 66, 84)
     expected = payload / wire * 10e6
     # A shaper cannot deliver more than its rate, but a busy machine can make it (or the
-    # sender) deliver less for a moment: up to three tries, and the best one is judged. A wrong
-    # rate or missing per-frame overhead (1.6 % at 1472 bytes) fails every try.
+    # sender) deliver less for a moment: up to five tries, and the best one is judged. A wrong
+    # rate or missing per-frame overhead (1.6 % at 1472 bytes) fails every try. (CI once saw
+    # three tries in a row 2.7 % short while another job loaded both cores.)
     tries: list[float] = []
-    for _ in range(3):
+    for _ in range(5):
         goodput, extra = _udp_goodput(payload, offered)
         kinds = {q["kind"] for q in extra["qdiscs"]}
         assert kinds & {"tbf", "netem"}
