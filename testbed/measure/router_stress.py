@@ -24,6 +24,7 @@ from testbed import units, waiting
 from testbed.actions import FlushRouteCache, SetMtu, Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
+from testbed.features import cpu_budget
 from testbed.measure import ping_tool, rfc2544_search, udpprobe
 from testbed.measure.routercpu import RouterCpu
 
@@ -119,10 +120,13 @@ def run_flows(tb: TestbedLike, ctx: Any, flows: Sequence[FlowSpec], frame_size: 
         if cpu is not None:
             cpu.start()
         senders = []
+        # a CPU-budgeted router: every sender starts on the budget's refill grid, so each run
+        # meets the same refills (otherwise the window holds a varying part of its first period)
+        align = cpu_budget.period_of(tb.topology) or 0.0
         for key, f in zip(keys, flows, strict=True):
             argv = udpprobe.send_argv(ctx.python, host=tb.address(f.dst, f.ip),
                                       port=recv[key][0], size=udp_data(frame_size, f.ip),
-                                      pps=f.pps, duration_s=duration)
+                                      pps=f.pps, duration_s=duration, align_s=align)
             senders.append(tb.popen(f.src, argv, name="udpprobe-send", stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True))
         sent_docs = []

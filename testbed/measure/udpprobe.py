@@ -40,14 +40,17 @@ UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOS
 
 def send_argv(
     python: str, *, host: str, port: int, size: int, pps: float, duration_s: float,
-    max_burst: int | None = None, pacing: str = "auto",
+    max_burst: int | None = None, pacing: str = "auto", align_s: float = 0.0,
 ) -> list[str]:
     """argv of the paced sender; `max_burst` defaults to 0.5 ms worth of datagrams (at least 4),
-    about what a shaper's bucket takes at line rate. `pacing`: see `pacing_mode`."""
+    about what a shaper's bucket takes at line rate. `pacing`: see `pacing_mode`. `align_s`:
+    start on the next whole multiple of it on the monotonic clock (`send`)."""
     burst = max_burst if max_burst is not None else max(4, int(pps * 0.0005))
-    return probe.argv(python, MODULE, "send", host=host, port=port, options={
-        "size": size, "pps": float(pps), "duration": float(duration_s), "max_burst": burst,
-        "pacing": pacing})
+    options: dict[str, Any] = {"size": size, "pps": float(pps), "duration": float(duration_s),
+                               "max_burst": burst, "pacing": pacing}
+    if align_s > 0:
+        options["align"] = float(align_s)
+    return probe.argv(python, MODULE, "send", host=host, port=port, options=options)
 
 
 def pacing_mode(pacing: str, cpus: int | None = None) -> tuple[bool, str]:
@@ -180,7 +183,7 @@ two datagrams at a time."""
 
 
 def send(host: str, port: int, size: int, pps: float, duration_s: float, max_burst: int = 4,
-         pacing: str = "auto") -> dict[str, Any]:
+         pacing: str = "auto", align_s: float = 0.0) -> dict[str, Any]:
     """Offer round(pps * duration) datagrams at `pps`.
 
     When it falls behind (descheduled, or too slow) it sends at most `max_burst` at once and
@@ -189,6 +192,8 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     `STALL_DATAGRAMS` or more at once is a stall (the sender was not running), not a slow
     sender: `stalled_s` sums them and `paced_pps` is the rate it sent at apart from them.
     Between datagrams it sleeps, spinning through the last 0.4 ms when `pacing_mode` allows.
+    With `align_s` it first sleeps to the next whole multiple of `align_s` seconds on the
+    monotonic clock, where a CPU budget's quota refills (`cpu_budget.period_of`).
     """
     spin, pacing_why = pacing_mode(pacing)
     precise_sleep()
@@ -197,6 +202,9 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     s.connect((host, port))
     s.setblocking(False)
     total = max(1, round(pps * duration_s))
+    if align_s > 0:
+        grid = round(align_s * 1e9)
+        time.sleep((grid - time.monotonic_ns() % grid) / 1e9)
     got = _pace(s.send, b"\x5a" * size, total, pps, max_burst, spin)
     s.close()
     elapsed, stalled = got["elapsed_s"], got["stalled_s"]
@@ -227,6 +235,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
         "stalls": got["stalls"],
         "stalled_s": stalled,
         "paced_pps": min(paced, pps),
+        "aligned_s": align_s,
         "note": "attempted = offered; eagain = the socket could not take it (counted as lost)",
     }
 
@@ -393,9 +402,10 @@ def main(argv_: Sequence[str] | None = None) -> int:
     p.add_argument("--timestamps", action="store_true")
     p.add_argument("--max-burst", type=int, default=4)
     p.add_argument("--pacing", choices=PACINGS, default="auto")
+    p.add_argument("--align", type=float, default=0.0)
     a = p.parse_args(argv_)
     if a.role == "send":
-        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst, a.pacing)
+        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst, a.pacing, a.align)
     else:
         doc = recv(a.host, a.port, a.idle, a.max_wait, a.timestamps)
     probe.emit(doc, a.out)

@@ -154,3 +154,37 @@ def test_a_group_writes_cpu_max_and_takes_threads(tmp_path: Path) -> None:
     (g.path / "cpu.stat").write_text("usage_usec 10\nnr_periods 3\nnr_throttled 2\n")
     assert g.stat()["nr_throttled"] == 2
     assert kthreads.cpu_max(None, 50_000) == "max 50000"
+
+
+def test_senders_align_to_the_budgets_refill_grid() -> None:
+    from testbed.features.cpu_budget import period_of
+    from testbed.measure import udpprobe
+
+    assert period_of(load_topology(TOPO, {"period": "20ms"})) == pytest.approx(0.02)
+    assert period_of(load_topology(TOPO, {})) == pytest.approx(0.1)
+    assert period_of(load_topology(REPO / "topologies" / "one-router.toml", {})) is None
+    argv = udpprobe.send_argv("py", host="h", port=1, size=10, pps=100, duration_s=1,
+                              align_s=0.1)
+    assert argv[argv.index("--align") + 1] == "0.1"
+    plain = udpprobe.send_argv("py", host="h", port=1, size=10, pps=100, duration_s=1)
+    assert "--align" not in plain
+
+
+def test_an_aligned_sender_sleeps_to_the_next_multiple(monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.measure import udpprobe
+
+    slept: list[float] = []
+
+    class Stop(Exception):
+        pass
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        raise Stop
+
+    monkeypatch.setattr(udpprobe.time, "monotonic_ns", lambda: 1_234_567_890)
+    monkeypatch.setattr(udpprobe.time, "sleep", sleep)
+    monkeypatch.setattr(udpprobe.socket.socket, "connect", lambda self, addr: None)
+    with pytest.raises(Stop):
+        udpprobe.send("10.0.0.1", 9, 10, 100.0, 1.0, align_s=0.1)
+    assert slept == [pytest.approx(0.065432110)]  # 1.234567890 s → 1.3 s
