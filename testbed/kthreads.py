@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from testbed import processes
@@ -88,6 +88,24 @@ def new_napi_thread(before: Mapping[int, str], after: Mapping[int, str], ifname:
 def budget_group(netns: str) -> str:
     """The cgroup of a node's CPU budget: `testbed-<run>-<node>` for namespace tb-<run>-<node>."""
     return "testbed-" + netns.removeprefix("tb-")
+
+
+def budget_period_s(netns: Iterable[str], proc: Path = PROC) -> float | None:
+    """The cpu.max period in seconds of the first of these namespaces' budget groups that
+    exists (None without one). The kernel's CFS bandwidth timer refills a group's quota at
+    whole multiples of its period on the monotonic clock, so senders that start on that grid
+    meet the same refills in every run (`measure/router_stress.py`)."""
+    root, _ = cpu_root(proc)
+    if root is None:
+        return None
+    for ns in netns:
+        try:
+            fields = (root / budget_group(ns) / "cpu.max").read_text().split()
+        except OSError:
+            continue
+        if len(fields) == 2 and fields[1].isdigit():
+            return int(fields[1]) / 1e6
+    return None
 
 
 def cgroup2_mounts(mounts: str) -> list[Path]:

@@ -12,15 +12,12 @@ full-kernel tier (`testbed vm`) has.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from testbed import units
 from testbed.actions import Command, CpuBudget
 from testbed.api import Action
 from testbed.features.base import Feature, Option, Options
-
-if TYPE_CHECKING:
-    from testbed.topology_model import Topology
 
 PERIOD_MIN_US, PERIOD_MAX_US = 1_000, 1_000_000  # what cpu.max takes
 QUOTA_MIN_US = 1_000
@@ -87,19 +84,3 @@ class CpuBudgetFeature(Feature):
         out.append(CpuBudget(self.node, tuple(i for i, _p, _q in self.links), self.quota_us,
                              self.period_us))
         return out
-
-
-def period_of(topology: Topology) -> float | None:
-    """The cpu.max period in seconds of the topology's CPU-budgeted router (the first one), or
-    None without one. A budget's quota refills at whole multiples of the period on the guest's
-    monotonic clock (the kernel's CFS bandwidth timer), so a sender that starts on that grid
-    meets the same refills in every run."""
-    for feature in topology.features:
-        table = dict(feature)
-        if table.get("kind") == CpuBudgetFeature.kind:
-            try:
-                return units.duration(str(table.get("period", "100ms")), zero=False)
-            except units.UnitError:
-                return None
-    return None
-

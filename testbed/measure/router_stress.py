@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import units, waiting
+from testbed import kthreads, units, waiting
 from testbed.actions import FlushRouteCache, SetMtu, Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
-from testbed.features import cpu_budget
 from testbed.measure import ping_tool, rfc2544_search, udpprobe
 from testbed.measure.routercpu import RouterCpu
 
@@ -122,7 +121,7 @@ def run_flows(tb: TestbedLike, ctx: Any, flows: Sequence[FlowSpec], frame_size: 
         senders = []
         # a CPU-budgeted router: every sender starts on the budget's refill grid, so each run
         # meets the same refills (otherwise the window holds a varying part of its first period)
-        align = cpu_budget.period_of(tb.topology) or 0.0
+        align = kthreads.budget_period_s(tb.netns(n.name) for n in tb.topology.nodes) or 0.0
         for key, f in zip(keys, flows, strict=True):
             argv = udpprobe.send_argv(ctx.python, host=tb.address(f.dst, f.ip),
                                       port=recv[key][0], size=udp_data(frame_size, f.ip),

@@ -193,7 +193,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     sender: `stalled_s` sums them and `paced_pps` is the rate it sent at apart from them.
     Between datagrams it sleeps, spinning through the last 0.4 ms when `pacing_mode` allows.
     With `align_s` it first sleeps to the next whole multiple of `align_s` seconds on the
-    monotonic clock, where a CPU budget's quota refills (`cpu_budget.period_of`).
+    monotonic clock, where a CPU budget's quota refills (`kthreads.budget_period_s`).
     """
     spin, pacing_why = pacing_mode(pacing)
     precise_sleep()

@@ -156,13 +156,19 @@ def test_a_group_writes_cpu_max_and_takes_threads(tmp_path: Path) -> None:
     assert kthreads.cpu_max(None, 50_000) == "max 50000"
 
 
-def test_senders_align_to_the_budgets_refill_grid() -> None:
-    from testbed.features.cpu_budget import period_of
+def test_senders_align_to_the_budgets_refill_grid(tmp_path: Path) -> None:
     from testbed.measure import udpprobe
 
-    assert period_of(load_topology(TOPO, {"period": "20ms"})) == pytest.approx(0.02)
-    assert period_of(load_topology(TOPO, {})) == pytest.approx(0.1)
-    assert period_of(load_topology(REPO / "topologies" / "one-router.toml", {})) is None
+    root = tmp_path / "cg"
+    (root / "testbed-run1-r1").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "testbed-run1-r1" / "cpu.max").write_text("2000 20000\n")
+    proc = fake_proc(tmp_path / "proc", f"cgroup2 {root} cgroup2 rw 0 0\n", V2, {})
+    names = ["tb-run1-h1", "tb-run1-r1", "tb-run1-h2"]
+    assert kthreads.budget_period_s(names, proc) == pytest.approx(0.02)
+    (root / "testbed-run1-r1" / "cpu.max").write_text("max 100000\n")  # budget "none"
+    assert kthreads.budget_period_s(names, proc) == pytest.approx(0.1)
+    assert kthreads.budget_period_s(["tb-run2-r1"], proc) is None  # no group: no budget
     argv = udpprobe.send_argv("py", host="h", port=1, size=10, pps=100, duration_s=1,
                               align_s=0.1)
     assert argv[argv.index("--align") + 1] == "0.1"
