@@ -338,7 +338,12 @@ def icmp_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str
                           "is the router reachable from the client? see `testbed doctor`")
     requests, replies = c1[0] - c0[0], c1[1] - c0[1]
     elapsed = float(sent["elapsed_s"]) or duration
-    m = {"router_cpu_pct": float(doc["router_cpu_pct"]),
+    # % of one CPU over the echo traffic (the sender's time), as stream_metrics does: the
+    # sampling window also holds the sender's start, on the virtual clock 8-18 s of guest time
+    # (Python and scapy cost instructions) against 2 s of echoes, so the window's share moved
+    # by 30 % between repetitions whose cost per echo agreed within 2 %
+    busy = max(duration, elapsed)
+    m = {"router_cpu_pct": 100.0 * float(doc["router_ns"]) / 1e9 / busy,
          "hosts_napi_cpu_pct": float(doc["hosts_napi_cpu_pct"]),
          "loss_percent": 100.0 * (1 - replies / sent["attempted"]) if sent["attempted"] else 0.0,
          "echo_pps": requests / elapsed,

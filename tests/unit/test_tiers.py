@@ -52,7 +52,17 @@ def test_stack_costs_go_to_the_virtual_clock_unless_the_tier_is_forced() -> None
     # the other kinds the host runs faithfully stay there
     assert {c.tier for c in tiers.choose(exp, lacks()) if c.measurement.endswith("throughput")} \
         == {"host"}
-    assert [k.name for k in kinds.KINDS.values() if k.virtual_reason] == ["stackcost"]
+    assert sorted(k.name for k in kinds.KINDS.values() if k.virtual_reason) == [
+        "icmpload", "stackcost"]
+
+
+def test_the_routers_cpu_per_echo_goes_to_the_virtual_clock_once_per_cell() -> None:
+    exp = load_experiment(find_experiment("dobrinov-2016"), "quick")
+    icmp = [c for c in tiers.choose(exp, lacks()) if c.measurement == "icmp"]
+    assert [(c.tier, c.clock) for c in icmp] == [("vm", "virtual")]
+    assert icmp[0].trials == 8  # 2 versions x 2 rates x 2 sizes, once each (3 on the host)
+    host = [c for c in tiers.choose(exp, lacks(), "host") if c.measurement == "icmp"]
+    assert [(c.tier, c.clock, c.trials) for c in host] == [("host", "real", 24)]
 
 
 @pytest.mark.parametrize(("names", "timed"), [
@@ -100,7 +110,8 @@ def test_exact_cells_are_measured_once_on_the_virtual_clock_only() -> None:
     assert for_clock(exp, "real") is exp and for_clock(exp, None) is exp
     assert count_trials(exp) - count_trials(virtual) == 720 - 144
     assert for_clock(virtual, "virtual") == virtual  # once is once
-    assert [k.name for k in kinds.KINDS.values() if k.virtual_exact] == ["pingpong"]
+    assert sorted(k.name for k in kinds.KINDS.values() if k.virtual_exact) == [
+        "icmpload", "pingpong"]
     # what the run stores says why
     stored = [m for m in virtual.to_dict()["measurements"] if m["kind"] == "pingpong"]
     assert all(m["repetitions"] == 1 and m["once"] for m in stored)

@@ -89,7 +89,8 @@ def do_10(d: Data) -> Outcome:
     top = max((k[0] for k in common), default=None)
     common = [k for k in common if k[0] == top]
     if common:
-        parts.append(judge(cells_ratio([(raw[(4, *k)], raw[(6, *k)]) for k in common]), "below",
+        parts.append(judge(cells_ratio([(raw[(4, *k)], raw[(6, *k)]) for k in common],
+                                       exact=exact), "below",
                            DO10_BOUND, DO10_TOLERANCE,
                            f"ICMPv6 vs ICMPv4 router CPU at {top:g}/s over {len(common)} "
                            "cells",
