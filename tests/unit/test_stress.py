@@ -119,11 +119,35 @@ def test_exthdr_rh0_and_srh_go_to_the_router() -> None:
         exthdr_packets.data_for_frame("dest20", 100)
 
 
-def test_echo_requests_are_icmp(tmp_path: Path) -> None:
-    e4 = exthdr_packets.build("echo4", "198.18.1.2", "", "198.18.1.1", 100)
-    e6 = exthdr_packets.build("echo6", "2001:2:0:1::2", "", "2001:2:0:1::1", 100)
-    assert e4.getlayer("ICMP").type == 8 and e4.dst == "198.18.1.1"
-    assert e6.haslayer("ICMPv6EchoRequest") and len(bytes(e6)) == 40 + 8 + 100
+@pytest.mark.parametrize("data", [0, 1, 100, 1452])
+def test_echo_requests_are_the_bytes_scapy_builds(data: int) -> None:
+    from scapy.layers.inet import ICMP, IP
+    from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6
+    from scapy.packet import Raw
+
+    e4 = exthdr_packets.echo_bytes("echo4", "198.18.1.2", "198.18.1.1", data)
+    e6 = exthdr_packets.echo_bytes("echo6", "2001:2:0:1::2", "2001:2:0:1::1", data)
+    assert e4 == bytes(IP(src="198.18.1.2", dst="198.18.1.1", ttl=64)
+                       / ICMP(type=8, id=9, seq=1) / Raw(b"\x5a" * data))
+    assert e6 == bytes(IPv6(src="2001:2:0:1::2", dst="2001:2:0:1::1", hlim=64)
+                       / ICMPv6EchoRequest(id=9, seq=1, data=b"\x5a" * data))
+    assert len(e6) == 40 + 8 + data
+    with pytest.raises(ValueError, match="echo4, echo6"):
+        exthdr_packets.echo_bytes("hbh", "2001:2::1", "2001:2::2", 1)
+
+
+def test_the_echo_sender_does_not_import_scapy() -> None:
+    """The ICMP load test's sender runs in the full-kernel tier, where importing scapy costs
+    seconds of guest time per trial."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from testbed.measure import exthdr_packets as e; "
+            "e.echo_bytes('echo6', '::1', '::1', 10); e.echo_bytes('echo4', '127.0.0.1', "
+            "'127.0.0.1', 10); print(any(m.startswith('scapy') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_capture_chain_reads_a_pcap(tmp_path: Path) -> None:
