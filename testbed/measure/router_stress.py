@@ -314,7 +314,7 @@ def icmp_counters(tb: TestbedLike, node: str, ip: int) -> tuple[int, int]:
 def icmp_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                                dict[str, Any]]:
     """Echo requests from `client` to the router `target` at `pps` with `size` data bytes
-    (scapy-built, paced from a raw socket: `ping -i` below 2 ms turns into a flood); the
+    (packed as scapy would, paced from a raw socket: `ping -i` below 2 ms turns into a flood); the
     router's own counters say how many it answered."""
     from testbed.measure import exthdr_packets
 

@@ -26,7 +26,7 @@ def check(out: dict[str, Any], given: Mapping[str, Any]) -> None:
 KIND = Kind(
     name="icmpload",
     doc="ICMP echo load on the router: its CPU per rate and size, ICMPv4 vs ICMPv6",
-    tool="scapy-built echo requests paced from a raw socket "
+    tool="echo requests packed with struct (the bytes scapy builds), paced from a raw socket "
          "(`python -m testbed.measure.exthdr_packets`); the router's ICMP counters",
     params=(
         Param("client", "node", "h2", "the node that sends the echo requests"),
