@@ -167,11 +167,28 @@ def capture_chain(pcap: str) -> list[dict[str, Any]]:
     return out
 
 
+def schedstat(pids: Sequence[int]) -> list[list[int]]:
+    """[run ns, wait ns, timeslices] of each pid (`/proc/PID/schedstat`; zeros once it is gone)."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+                out.append([int(x) for x in f.read().split()[:3]])
+        except (OSError, ValueError):
+            out.append([0, 0, 0])
+    return out
+
+
 def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
-         duration_s: float, burst: int = 1) -> dict[str, Any]:
+         duration_s: float, burst: int = 1, watch: Sequence[int] = (),
+         chunks: int = 20) -> dict[str, Any]:
     """Send round(pps * duration) copies of the variant's packet, paced, from a raw socket,
     `burst` back to back at a time (the same average rate: a burst wakes the router's receive
-    thread once, so its per-packet work is less buried under wake-ups)."""
+    thread once, so its per-packet work is less buried under wake-ups).
+
+    `watch`: thread ids (the router's receive threads) whose schedstat is read before the first
+    packet, at the start of each of `chunks` equal parts of the schedule, and one period after
+    the last packet — the router's run time over the traffic itself, in parts."""
     if variant in ECHO:
         raw, chain = echo_bytes(variant, src, router, data), []
     else:
@@ -182,31 +199,52 @@ def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
     s = socket.socket(family, socket.SOCK_RAW, socket.IPPROTO_RAW)
     total = max(1, round(pps * duration_s))
     errors = 0
-    t0 = time.perf_counter()
     burst = max(1, int(burst))
+    pids = [int(p) for p in watch]
+    parts = max(1, min(int(chunks), total)) if pids else 0
+    marks = {round(k * total / parts) for k in range(1, parts)} if parts else set()
+    samples: list[list[Any]] = []
+    t0 = time.perf_counter()
+    if pids:
+        samples.append([0.0, 0, schedstat(pids)])
     for i in range(total):
         if i % burst == 0:
             due = t0 + i / pps
             wait = due - time.perf_counter()
             if wait > 0:  # on schedule: a late wake-up sends the next ones at once, never spins
                 time.sleep(wait)
+        if i in marks:
+            samples.append([time.perf_counter() - t0, i, schedstat(pids)])
         try:
             s.sendto(raw, (first_hop, 0))
         except OSError:
             errors += 1
     elapsed = time.perf_counter() - t0
+    if pids:  # one more period: the last request's reply is sent before the final reading
+        time.sleep(max(0.0, t0 + total / pps - time.perf_counter()))
+        samples.append([time.perf_counter() - t0, total, schedstat(pids)])
     s.close()
-    return {"variant": variant, "attempted": total, "errors": errors, "elapsed_s": elapsed,
-            "achieved_pps": (total - 1) / elapsed if elapsed > 0 and total > 1 else pps,
-            "offered_pps": pps, "ip_bytes": len(raw), "frame_bytes": len(raw) + 18,
-            "burst": burst, "chain": chain}
+    doc: dict[str, Any] = {
+        "variant": variant, "attempted": total, "errors": errors, "elapsed_s": elapsed,
+        "achieved_pps": (total - 1) / elapsed if elapsed > 0 and total > 1 else pps,
+        "offered_pps": pps, "ip_bytes": len(raw), "frame_bytes": len(raw) + 18,
+        "burst": burst, "chain": chain}
+    if pids:
+        doc["watch"] = {"pids": pids, "fields": ["seconds", "sent", "schedstat per pid: run ns, "
+                                                 "wait ns, timeslices"],
+                        "samples": samples}
+    return doc
 
 
 def send_argv(python: str, *, variant: str, src: str, dst: str, router: str, data: int,
-              pps: float, duration_s: float, burst: int = 1) -> list[str]:
-    return [python, "-m", "testbed.measure.exthdr_packets", "send", "--variant", variant,
+              pps: float, duration_s: float, burst: int = 1,
+              watch: Sequence[int] = ()) -> list[str]:
+    argv = [python, "-m", "testbed.measure.exthdr_packets", "send", "--variant", variant,
             "--src", src, "--dst", dst, "--router", router, "--data", str(data),
             "--pps", f"{pps:.9g}", "--duration", f"{duration_s:g}", "--burst", str(burst)]
+    for pid in watch:
+        argv += ["--watch", str(int(pid))]
+    return argv
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -221,9 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=1.0)
     p.add_argument("--burst", type=int, default=1)
     p.add_argument("--pcap", default="")
+    p.add_argument("--watch", type=int, action="append", default=[],
+                   help="a thread id whose schedstat is read over the traffic (repeatable)")
     a = p.parse_args(argv)
     if a.role == "send":
-        doc: Any = send(a.variant, a.src, a.dst, a.router, a.data, a.pps, a.duration, a.burst)
+        doc: Any = send(a.variant, a.src, a.dst, a.router, a.data, a.pps, a.duration, a.burst,
+                        a.watch)
     else:
         doc = capture_chain(a.pcap)
     sys.stdout.write(json.dumps(doc) + "\n")

@@ -128,6 +128,10 @@ class RouterCpu:
             self.tb.apply(Command(f.node, write_argv(path, "1"), write_argv(path, threaded[f])))
             self.threads[f] = new_napi_thread(before, napi_threads(), f.ifname, f.node)
 
+    def router_threads(self) -> list[int]:
+        """The thread ids of the routers' receive threads (for a sender that reads them itself)."""
+        return [pid for f, pid in self.threads.items() if f.node in self.routers]
+
     # -- sampling -----------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -150,6 +150,33 @@ def test_the_echo_sender_does_not_import_scapy() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_the_senders_readings_give_the_routers_cost_per_part() -> None:
+    """Run time per answered request in each part of the schedule, from the sender's readings
+    of the router's threads (two threads here, summed)."""
+    watch = {"samples": [[0.0, 0, [[1000, 0, 1], [0, 0, 0]]],
+                         [0.1, 400, [[4_001_000, 0, 401], [1_000_000, 0, 9]]],
+                         [0.2, 800, [[8_001_000, 0, 801], [3_000_000, 0, 19]]]]}
+    assert router_stress.chunk_costs(watch, 1.0) == pytest.approx([12.5, 15.0])
+    # half the requests answered: the same run time over half as many replies
+    assert router_stress.chunk_costs(watch, 0.5) == pytest.approx([25.0, 30.0])
+    assert router_stress.chunk_costs({}, 1.0) == []
+    assert router_stress.chunk_costs(watch, 0.0) == []
+
+
+def test_the_sender_reads_schedstat_of_the_threads_it_is_given() -> None:
+    import os
+
+    (mine,) = exthdr_packets.schedstat([os.getpid()])
+    assert len(mine) == 3 and mine[0] > 0 and mine[2] > 0
+    assert exthdr_packets.schedstat([2**22 + 7]) == [[0, 0, 0]]  # no such task: zeros
+    argv = exthdr_packets.send_argv("py", variant="echo6", src="::1", dst="::1", router="::1",
+                                    data=10, pps=100, duration_s=1, watch=[41, 42])
+    assert argv[-4:] == ["--watch", "41", "--watch", "42"]
+    assert "--watch" not in exthdr_packets.send_argv("py", variant="echo6", src="::1",
+                                                     dst="::1", router="::1", data=10,
+                                                     pps=100, duration_s=1)
+
+
 def test_capture_chain_reads_a_pcap(tmp_path: Path) -> None:
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
