@@ -289,6 +289,13 @@ class _Search:
                 "trials lost frames: the limit found may be the generator's, not the "
                 "device's", sent,
             )
+        if self.hi - self.lo > resolution:  # the trials ran out before the bracket closed
+            return ThroughputResult(
+                best, "device", resolution, max_rate, gmax, trials,
+                f"zero loss at {best:g}, loss at {self.hi:g}: {len(trials)} trials (the most "
+                f"allowed) left the limit between them, wider than the resolution "
+                f"{resolution:g}", sent,
+            )
         return ThroughputResult(
             best, "device", resolution, max_rate, gmax, trials,
             f"zero loss at {best:g}, loss above it (to within {resolution:g})", sent,

@@ -58,6 +58,17 @@ def test_loss_guess_converges_in_fewer_trials() -> None:
     assert len(guessed.trials) <= len(plain.trials)
 
 
+def test_a_search_cut_short_says_how_wide_the_bracket_is() -> None:
+    """Three trials cannot close a 5 % grid from line rate: the note must not claim the
+    resolution, but name the rate that lost and say the trials ran out."""
+    short = throughput_search(device(0.81e6), max_rate=1e6, resolution=0.05e6, max_trials=3)
+    assert short.throughput is not None and short.throughput <= 0.81e6
+    assert "loss at" in short.note and "the most allowed" in short.note
+    assert "to within" not in short.note
+    closed = throughput_search(device(0.81e6), max_rate=1e6, resolution=0.05e6)
+    assert "to within" in closed.note and "the most allowed" not in closed.note
+
+
 def test_no_loss_at_max_rate_says_max_rate() -> None:
     res = throughput_search(device(20e6), max_rate=10e6, resolution=1e3)
     assert res.limited_by == "max_rate"

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Regenerate docs/reproductions/: each named paper's FULL profile end to end (`testbed reproduce
+# PAPER`), its report (index.html, figures, ledger.json) into docs/reproductions/PAPER/ with a
+# run.json (date, commit, wall time, the machine and its load), and docs/reproductions/README.md,
+# the index of every published paper. The results database stays out of git, in
+# results/reproductions/PAPER.sqlite (a fresh one each time).
+#     sudo scripts/publish-reproductions.sh [--quick] [PAPER ...]     (default: all five papers)
+#   --quick   the quick profiles instead, into docs/reproductions/PAPER-quick/ (a dry run of the
+#             publishing itself; README.md lists them apart)
+# Keep the machine otherwise idle while it runs: the real-clock parts measure the host.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$REPO"
+T="$REPO/.venv/bin/testbed"
+PY="$REPO/.venv/bin/python"
+QUICK=()
+SUFFIX=""
+PAPERS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK=(--quick); SUFFIX="-quick"; shift ;;
+        -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -*) echo "publish-reproductions: unknown option $1 (see --help)" >&2; exit 2 ;;
+        *) PAPERS+=("$1"); shift ;;
+    esac
+done
+[ "${#PAPERS[@]}" -gt 0 ] || PAPERS=(zeadally-2004 gamess-morales quintero-2016 dobrinov-2016 gometz-2015)
+[ "$(id -u)" -eq 0 ] || { echo "publish-reproductions: run as root (namespaces, guests)" >&2; exit 1; }
+[ -x "$T" ] || { echo "publish-reproductions: no $T — run scripts/provision.sh first" >&2; exit 1; }
+
+mkdir -p results/reproductions docs/reproductions
+for paper in "${PAPERS[@]}"; do
+    out="docs/reproductions/$paper$SUFFIX"
+    db="results/reproductions/$paper$SUFFIX.sqlite"
+    rm -rf "$out" "$db" "$db-wal" "$db-shm"
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    start=$(date +%s)
+    echo "publish-reproductions: $paper${SUFFIX:+ (quick)} -> $out (load before: $load)"
+    rc=0
+    "$T" reproduce "$paper" "${QUICK[@]}" --db "$db" --out "$out" || rc=$?
+    wall=$(( $(date +%s) - start ))
+    [ -f "$out/ledger.json" ] || { echo "publish-reproductions: $paper wrote no report (exit $rc)" >&2; exit 1; }
+    "$PY" - "$out/run.json" "$paper" "${QUICK[*]:-full}" "$wall" "$load" "$rc" "$db" <<'EOF'
+import json, os, platform, subprocess, sqlite3, sys, time
+path, paper, profile, wall, load, rc, db = sys.argv[1:]
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip()
+dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                            capture_output=True, text=True).stdout.strip())
+with sqlite3.connect(db) as c:
+    trials = dict(c.execute("select status, count(*) from trials group by status").fetchall())
+doc = {"paper": paper, "profile": "quick" if profile == "--quick" else "full",
+       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+       "commit": commit + ("+changes" if dirty else ""), "wall_s": int(wall),
+       "exit_status": int(rc), "trials_ok": trials.get("ok", 0),
+       "trials_failed": trials.get("error", 0),
+       "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                   "load_before": load}}
+with open(path, "w") as f:
+    json.dump(doc, f, indent=1)
+    f.write("\n")
+EOF
+    echo "publish-reproductions: $paper done in $((wall / 60))m$((wall % 60))s (exit $rc)"
+done
+
+# the index: every published folder, from its run.json and ledger.json
+"$PY" - docs/reproductions <<'EOF'
+import json, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+rows = []
+for run in sorted(root.glob("*/run.json")):
+    r = json.loads(run.read_text())
+    led = json.loads((run.parent / "ledger.json").read_text())
+    c = led["counts"]
+    m, s = divmod(int(r["wall_s"]), 60)
+    rows.append(f"| [{r['paper']}]({run.parent.name}/index.html) | {r['profile']} | {r['date']} | "
+                f"{r['commit']} | {m}m{s:02d}s | {r['trials_ok']} / {r['trials_failed']} | "
+                f"{c['holds']} / {c['does not hold']} / {c['inconclusive']} / "
+                f"{c['not measured']} / {c['not measurable here']} | "
+                f"{r['machine']['cpus']} CPUs, load {r['machine']['load_before']} |")
+text = ["# Published reproductions", "",
+        "Each folder is one `testbed reproduce PAPER` run's report — `index.html` (open it in a "
+        "browser), the figures, and `ledger.json` (every claim's verdict, n, effect, interval "
+        "and tolerance) — with `run.json` saying when, on which commit and machine, and how "
+        "long it took. Regenerate with `sudo scripts/publish-reproductions.sh [PAPER ...]` "
+        "(README, "Published reproductions").", "",
+        "| paper | profile | date | commit | wall time | trials ok / failed | holds / does not "
+        "hold / inconclusive / not measured / not measurable | machine |",
+        "|---|---|---|---|---|---|---|---|", *rows, ""]
+(root / "README.md").write_text("\n".join(text))
+print(f"publish-reproductions: {root}/README.md lists {len(rows)} report(s)")
+EOF
