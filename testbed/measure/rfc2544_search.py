@@ -122,7 +122,9 @@ def throughput_search(
 ) -> ThroughputResult:
     """Binary search for the highest rate in [min_rate, max_rate] at which nothing is lost.
 
-    Stops when the bracket is narrower than `resolution` (same unit as the rates). A trial whose
+    Tries only multiples of `resolution` (same unit as the rates) below max_rate and stops when
+    no such grid point is left inside the bracket: the answer is the highest grid point that
+    passed, whichever path the search took (`_Search.next_rate`). A trial whose
     generator sent slower than asked (beyond `generator_tolerance`) and lost nothing proves only
     the rate really sent: it raises the lower bound to that and leaves the upper one open. If it
     gets no higher than the lower bound, the rate is asked once more, faster by the shortfall;
@@ -229,11 +231,42 @@ class _Search:
             self.device_failed = self.device_failed or not self.hi_short
             self.hi = guess
 
+    def next_rate(self) -> float | None:
+        """The middle one of the grid points (multiples of the resolution) strictly inside the
+        bracket, or None when there is none: the search has closed.
+
+        Trying only grid points makes the answer the highest grid point that passes, whatever
+        path led there. Halving the bracket itself made it depend on the path: the first
+        guess (from how much got through at line rate) picks a different bracket when the
+        device's count moves by 0.15 %, and the midpoints, hence the answer, followed — the
+        CPU-budgeted router's zero-loss maximum moved a grid step (5 %) between two runs.
+        Where a generator fell short, an end of the bracket is what it really sent, off the
+        grid: then the bracket is halved as it stands, as before.
+        """
+        res = self.resolution
+
+        def on_grid(x: float, end: float) -> bool:
+            return x == end or abs(x / res - round(x / res)) < 1e-6
+
+        if not (on_grid(self.lo, self.min_rate) and on_grid(self.hi, self.max_rate)):
+            # an end set by what a short generator really sent: halve as it stands (asking the
+            # same grid point again would not move it)
+            return (self.lo + self.hi) / 2.0 if self.hi - self.lo > res else None
+        first = math.floor(self.lo / res + 1e-6) + 1  # the first grid index above lo
+        last = math.ceil(self.hi / res - 1e-6) - 1  # the last below hi
+        if first > last:
+            return None
+        return ((first + last) // 2) * res
+
     def bisect(self) -> None:
-        """Halve the bracket until it is narrower than the resolution (or trials run out)."""
+        """Halve the bracket on the resolution's grid until no grid point is left inside it
+        (or the trials run out)."""
         boost = 1.0  # > 1 while re-asking a rate the generator fell short of (see below)
-        while self.hi - self.lo > self.resolution and len(self.trials) < self.max_trials:
-            mid = (self.lo + self.hi) / 2.0
+        while len(self.trials) < self.max_trials:
+            nxt = self.next_rate()
+            if nxt is None:
+                break
+            mid = nxt
             out = self.run(mid * boost)
             short = out.achieved < mid * (1.0 - self.generator_tolerance)  # short of `mid`
             if self.passed(out):
@@ -289,7 +322,7 @@ class _Search:
                 "trials lost frames: the limit found may be the generator's, not the "
                 "device's", sent,
             )
-        if self.hi - self.lo > resolution:  # the trials ran out before the bracket closed
+        if self.next_rate() is not None:  # the trials ran out before the bracket closed
             return ThroughputResult(
                 best, "device", resolution, max_rate, gmax, trials,
                 f"zero loss at {best:g}, loss at {self.hi:g}: {len(trials)} trials (the most "

@@ -58,6 +58,23 @@ def test_loss_guess_converges_in_fewer_trials() -> None:
     assert len(guessed.trials) <= len(plain.trials)
 
 
+@pytest.mark.parametrize("capacity", [11962.0, 11972.0, 12250.0, 12268.0])
+def test_the_answer_is_the_highest_grid_point_that_passes_whatever_the_path(
+        capacity: float) -> None:
+    """A 0.1 % different device count moves the first guess across a grid line (11,160 vs
+    11,905 frames/s here); the answer must not follow it: halving the bracket itself gave
+    11,625 for one capacity and 11,905 for the other."""
+    line = 14880.952380952382
+    res = throughput_search(device(capacity, seconds=1.0), max_rate=line,
+                            resolution=0.05 * line)
+    assert res.limited_by == "device"
+    assert res.throughput == pytest.approx(16 * 0.05 * line)  # the highest grid point below
+    # every rate tried after the first lies on the grid
+    for t in res.trials:
+        k = t.offered / (0.05 * line)
+        assert k == pytest.approx(round(k))
+
+
 def test_a_search_cut_short_says_how_wide_the_bracket_is() -> None:
     """Three trials cannot close a 5 % grid from line rate: the note must not claim the
     resolution, but name the rate that lost and say the trials ran out."""
