@@ -16,6 +16,7 @@ import json
 import math
 import statistics
 import subprocess
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -352,8 +353,60 @@ def chunk_costs(watch: Mapping[str, Any], answered: float) -> list[float]:
 ALIGN_S = 0.1
 
 
+def cpu_busy_share(window_s: float, stat: Path = Path("/proc/stat")) -> float:
+    """The machine's busy share of all its CPUs over `window_s` (`/proc/stat`, every node's)."""
+    def read() -> tuple[int, int]:
+        f = [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
+        idle = f[3] + (f[4] if len(f) > 4 else 0)  # idle + iowait
+        return sum(f[:8]) - idle, sum(f[:8])
+    b0, t0 = read()
+    time.sleep(window_s)
+    b1, t1 = read()
+    return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def settle(min_s: float = 3.0, max_s: float = 10.0, window_s: float = 0.5,
+           busy_max: float = 0.05) -> float:
+    """Wait at least `min_s` and then (up to `max_s` in all) until the machine has been at most
+    `busy_max` busy over a `window_s` window; the seconds waited. A topology just built is
+    still announcing itself for a second or two (IPv6 duplicate address detection and MLD
+    reports after random delays of up to 1 s, RFC 4862 §5.4.2, RFC 3810 §6.1); on the virtual
+    clock an idle wait costs no wall time."""
+    start = time.monotonic()
+    time.sleep(min_s)
+    while time.monotonic() - start < max_s:
+        if cpu_busy_share(window_s) <= busy_max:
+            break
+    return time.monotonic() - start
+
+
 def icmp_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
                                                                dict[str, Any]]:
+    """`icmp_trial`, on the virtual clock after the guest settles (`settle`) and again (at most
+    three attempts) while the sender ends behind its schedule by more than 0.1 %: there a
+    clean trial repeats its schedule to 0.001 %, and one whose sender was held up met the
+    router with other work beside it (ICMPv6 100 B at 4000/s: 12.90 µs per echo with the sender
+    8-14 % late, 13.18 on time)."""
+    if not waiting.is_virtual():
+        return icmp_trial(tb, p, ctx)
+    earlier: list[dict[str, Any]] = []
+    while True:
+        waited = settle()
+        m, doc = icmp_trial(tb, p, ctx)
+        sent = doc["sender"]
+        total = int(sent["attempted"])
+        ideal = (total - 1) / float(p["pps"]) if total > 1 else 0.0
+        behind = float(sent["elapsed_s"]) / ideal - 1.0 if ideal > 0 else 0.0
+        doc["settled_s"], doc["behind_schedule"] = waited, behind
+        if behind <= 0.001 or len(earlier) >= 2:
+            doc["earlier_attempts"] = earlier
+            return m, doc
+        earlier.append({"behind_schedule": behind, "settled_s": waited,
+                        "router_us_per_echo": m.get("router_us_per_echo")})
+
+
+def icmp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
+                                                                dict[str, Any]]:
     """Echo requests from `client` to the router `target` at `pps` with `size` data bytes
     (packed as scapy would, paced from a raw socket: `ping -i` below 2 ms turns into a flood); the
     router's own counters say how many it answered.
