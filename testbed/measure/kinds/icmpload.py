@@ -53,9 +53,9 @@ KIND = Kind(
     virtual_reason="the router's CPU per echo request is a cost: on the virtual clock a count "
                    "of instructions; on the host's clock it moved by ±15 % between 2 s "
                    "repetitions and do:10's ICMPv6-vs-ICMPv4 verdict flipped between quick runs",
-    virtual_exact=("on the virtual clock a cell's router cost per echo repeats within 0.02 % "
-                   "(4 cells x 4 repetitions, idle host and both host cores busy): the router's "
-                   "entry for the client is pinned for the trial and the cost is the median of "
-                   "20 parts of the traffic; with a learned entry ICMPv6 cost 13.18 or 13.47 µs "
-                   "by the neighbour state it met (docs/vm.md)"),
+    virtual_exact=("on the virtual clock a 4000/s cell's router cost per echo repeats within "
+                   "0.01 % across boots and host loads, a 100/s cell's within 0.1 %: the "
+                   "router's entry for the client is pinned, the guest settles before the "
+                   "echoes, the sender starts on a 100 ms grid, a held-up sender's trial runs "
+                   "again, and the cost is the median of 20 parts of the traffic (docs/vm.md)"),
 )
