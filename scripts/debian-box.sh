@@ -145,6 +145,17 @@ EOF
     printf '127.0.0.1 localhost\n127.0.1.1 testbed\n::1 localhost ip6-localhost\n' > "$MNT/etc/hosts"
     printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' > "$MNT/etc/fstab"
     printf 'nameserver 10.0.2.3\n' > "$MNT/etc/resolv.conf"     # QEMU user networking's DNS
+    # behind a TLS-inspecting proxy the guest needs the CAs this machine trusts, or pip fails
+    # (CERTIFICATE_VERIFY_FAILED, after two hours of provisioning under TCG): the local CAs,
+    # and pip told to use the system bundle (its own certifi bundle lacks them)
+    if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+        mkdir -p "$MNT/usr/local/share/ca-certificates"
+        cp /usr/local/share/ca-certificates/*.crt "$MNT/usr/local/share/ca-certificates/"
+        chroot "$MNT" update-ca-certificates >/dev/null 2>&1 \
+            || die "update-ca-certificates in the image"
+        printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' > "$MNT/etc/pip.conf"
+        say "this machine's local CAs copied into the image ($(ls /usr/local/share/ca-certificates/*.crt | wc -l)), pip pointed at the system bundle"
+    fi
     cat > "$MNT/etc/systemd/network/50-dhcp.network" <<'EOF'
 [Match]
 Name=en* eth*
