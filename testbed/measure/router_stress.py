@@ -11,12 +11,9 @@ ACL rule sets live in `acl.py`, extension headers in `exthdr_packets.py`, restar
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-import statistics
 import subprocess
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import kthreads, units, waiting
-from testbed.actions import Command, FlushRouteCache, SetMtu, Sysctl
+from testbed.actions import FlushRouteCache, SetMtu, Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
 from testbed.measure import ping_tool, rfc2544_search, udpprobe
@@ -297,176 +294,6 @@ def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[s
                 if k in sm:
                     metrics[k] = sm[k]
     return metrics, {"search": res.to_dict(), "best": best_doc, "line_bps": line}
-
-
-# --- ICMP echo load on the router ----------------------------------------------------------
-
-
-def icmp_counters(tb: TestbedLike, node: str, ip: int) -> tuple[int, int]:
-    """(echo requests received, echo replies sent) of `node` (/proc/net/snmp or snmp6)."""
-    if ip == 4:
-        text = tb.run(node, ["cat", "/proc/net/snmp"]).stdout
-        lines = [ln.split() for ln in text.splitlines() if ln.startswith("Icmp:")]
-        c = dict(zip(lines[0][1:], (int(v) for v in lines[1][1:]), strict=False))
-        return c.get("InEchos", 0), c.get("OutEchoReps", 0)
-    text = tb.run(node, ["cat", "/proc/net/snmp6"]).stdout
-    c6 = {k: int(v) for k, v in (ln.split() for ln in text.splitlines() if ln.strip())}
-    return c6.get("Icmp6InEchos", 0), c6.get("Icmp6OutEchoReplies", 0)
-
-
-def pin_neighbour(tb: TestbedLike, node: str, peer: str, ip: int) -> str:
-    """`node`'s neighbour entry for `peer`'s address a permanent one for the block's scope (the
-    MAC read from `peer`): the router's reply path then never changes neighbour state mid-trial.
-    With a learned entry the state depends on timers with a random period (reachable time,
-    RFC 4861 §6.3.2) — REACHABLE takes the cached-header path, STALE/DELAY the resolving one —
-    and on the virtual clock an ICMPv6 echo cost 13.18 or 13.47 µs by the state it met, once
-    switching in mid-trial. Returns the pinned address."""
-    addr = tb.address(peer, ip, node)
-    ifname = iface_towards(tb, node, peer)
-    peer_if = iface_towards(tb, peer, node)
-    link = json.loads(tb.run(peer, ["ip", "-j", "link", "show", "dev", peer_if]).stdout or "[]")
-    if not link or not link[0].get("address"):
-        raise DaemonError("ip link show", peer, f"no MAC address on {peer_if}")
-    tb.apply(Command(node, ("ip", f"-{ip}", "neigh", "replace", addr, "lladdr",
-                            str(link[0]["address"]), "dev", ifname, "nud", "permanent"),
-                     ("ip", f"-{ip}", "neigh", "del", addr, "dev", ifname)))
-    return addr
-
-
-def chunk_costs(watch: Mapping[str, Any], answered: float) -> list[float]:
-    """Router run time (µs) per answered request in each part of the sender's schedule, from the
-    sender's own schedstat readings (`exthdr_packets.send(watch=...)`); `answered`: the share of
-    requests answered (replies / sent)."""
-    samples = list(watch.get("samples", []))
-    out = []
-    for a, b in itertools.pairwise(samples):
-        sent = int(b[1]) - int(a[1])
-        if sent <= 0 or answered <= 0:
-            continue
-        ns = sum(int(y[0]) - int(x[0]) for x, y in zip(a[2], b[2], strict=True))
-        out.append(ns / 1000.0 / (sent * answered))
-    return out
-
-
-# the echo sender starts on a 100 ms grid of the monotonic clock (a multiple of any tick
-# period), so its schedule meets the guest's tick at the same phase in every trial
-ALIGN_S = 0.1
-
-
-def cpu_busy_share(window_s: float, stat: Path = Path("/proc/stat")) -> float:
-    """The machine's busy share of all its CPUs over `window_s` (`/proc/stat`, every node's)."""
-    def read() -> tuple[int, int]:
-        f = [int(x) for x in stat.read_text().splitlines()[0].split()[1:]]
-        idle = f[3] + (f[4] if len(f) > 4 else 0)  # idle + iowait
-        return sum(f[:8]) - idle, sum(f[:8])
-    b0, t0 = read()
-    time.sleep(window_s)
-    b1, t1 = read()
-    return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
-
-
-def settle(min_s: float = 3.0, max_s: float = 10.0, window_s: float = 0.5,
-           busy_max: float = 0.05) -> float:
-    """Wait at least `min_s` and then (up to `max_s` in all) until the machine has been at most
-    `busy_max` busy over a `window_s` window; the seconds waited. A topology just built is
-    still announcing itself for a second or two (IPv6 duplicate address detection and MLD
-    reports after random delays of up to 1 s, RFC 4862 §5.4.2, RFC 3810 §6.1); on the virtual
-    clock an idle wait costs no wall time."""
-    start = time.monotonic()
-    time.sleep(min_s)
-    while time.monotonic() - start < max_s:
-        if cpu_busy_share(window_s) <= busy_max:
-            break
-    return time.monotonic() - start
-
-
-def icmp_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
-                                                               dict[str, Any]]:
-    """`icmp_trial`, on the virtual clock after the guest settles (`settle`) and again (at most
-    three attempts) while the sender ends behind its schedule by more than 0.1 %: there a
-    clean trial repeats its schedule to 0.001 %, and one whose sender was held up met the
-    router with other work beside it (ICMPv6 100 B at 4000/s: 12.90 µs per echo with the sender
-    8-14 % late, 13.18 on time)."""
-    if not waiting.is_virtual():
-        return icmp_trial(tb, p, ctx)
-    earlier: list[dict[str, Any]] = []
-    while True:
-        waited = settle()
-        m, doc = icmp_trial(tb, p, ctx)
-        sent = doc["sender"]
-        total = int(sent["attempted"])
-        ideal = (total - 1) / float(p["pps"]) if total > 1 else 0.0
-        behind = float(sent["elapsed_s"]) / ideal - 1.0 if ideal > 0 else 0.0
-        doc["settled_s"], doc["behind_schedule"] = waited, behind
-        if behind <= 0.001 or len(earlier) >= 2:
-            doc["earlier_attempts"] = earlier
-            return m, doc
-        earlier.append({"behind_schedule": behind, "settled_s": waited,
-                        "router_us_per_echo": m.get("router_us_per_echo")})
-
-
-def icmp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
-                                                                dict[str, Any]]:
-    """Echo requests from `client` to the router `target` at `pps` with `size` data bytes
-    (packed as scapy would, paced from a raw socket: `ping -i` below 2 ms turns into a flood); the
-    router's own counters say how many it answered.
-
-    The router's cost per echo is the median over 20 equal parts of the schedule of its receive
-    thread's run time per answered request, read by the sender itself before each part and one
-    period after the last request (so neither the sender's start nor the teardown is in it).
-    A rare event — a neighbour probe, a timer — lands in one part and moves the mean by up to 2 %
-    on the virtual clock, at an instant the host's pace decides; the median of the parts is the
-    steady cost, and the mean over the whole traffic is kept beside it (`router_us_per_echo_mean`).
-    """
-    from testbed.measure import exthdr_packets
-
-    ip = int(p["ip"])
-    pps = float(p["pps"])
-    duration = float(p["duration"])
-    target, client = str(p["target"]), str(p["client"])
-    with RouterCpu(tb, routers=[target]) as cpu:
-        pin_neighbour(tb, target, client, ip)
-        argv = exthdr_packets.send_argv(
-            ctx.python, variant=f"echo{ip}", src=tb.address(client, ip),
-            dst=tb.address(target, ip, client), router=tb.address(target, ip, client),
-            data=int(p["size"]), pps=pps, duration_s=duration, watch=cpu.router_threads(),
-            align_s=ALIGN_S)
-        c0 = icmp_counters(tb, target, ip)
-        cpu.start()
-        out = tb.run(client, argv, timeout=waiting.process_timeout(duration * 3 + 60))
-        doc = cpu.stop()
-        c1 = icmp_counters(tb, target, ip)
-    sent = json.loads(out.stdout)
-    if sent["errors"] >= sent["attempted"]:
-        raise DaemonError("echo sender", client, f"every send failed ({sent['errors']})",
-                          "is the router reachable from the client? see `testbed doctor`")
-    requests, replies = c1[0] - c0[0], c1[1] - c0[1]
-    elapsed = float(sent["elapsed_s"]) or duration
-    m = {"hosts_napi_cpu_pct": float(doc["hosts_napi_cpu_pct"]),
-         "loss_percent": 100.0 * (1 - replies / sent["attempted"]) if sent["attempted"] else 0.0,
-         "echo_pps": requests / elapsed,
-         "reply_pps": replies / elapsed,
-         "icmp_data": float(p["size"])}
-    parts = chunk_costs(sent.get("watch", {}), replies / sent["attempted"])
-    extra: dict[str, Any] = {}
-    if replies and parts:
-        s0, s1 = sent["watch"]["samples"][0], sent["watch"]["samples"][-1]
-        traffic_ns = sum(int(y[0]) - int(x[0]) for x, y in zip(s0[2], s1[2], strict=True))
-        m["router_us_per_echo"] = statistics.median(parts)
-        m["router_us_per_echo_mean"] = traffic_ns / 1000.0 / replies
-        extra = {"router_us_per_echo_parts": parts, "router_ns_traffic": traffic_ns,
-                 "method": "median over the sender's 20 parts of the router's receive-thread "
-                           "run time per answered request"}
-    elif replies:  # no readings from the sender: the trial's window (RouterCpu)
-        m["router_us_per_echo"] = m["router_us_per_echo_mean"] = (
-            float(doc["router_ns"]) / 1000.0 / replies)
-    if "router_us_per_echo" in m:
-        # % of one CPU at the rate the router answered: the steady cost times the reply rate
-        m["router_cpu_pct"] = m["router_us_per_echo"] * m["reply_pps"] / 1e4
-    else:
-        m["router_cpu_pct"] = 100.0 * float(doc["router_ns"]) / 1e9 / max(duration, elapsed)
-    return m, {"argv": argv, "cpu": doc, "sender": sent, "router_requests": requests,
-               "router_replies": replies, **extra}
 
 
 # --- fragmentation (IPv4, topology B) ------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 
 from testbed import netlink
 from testbed.errors import SpecError
-from testbed.measure import acl_rules, exthdr_packets, router_stress, routercpu
+from testbed.measure import acl_rules, echo_load, exthdr_packets, router_stress, routercpu
 from testbed.measure.kinds import validate_params
 from tests.unit.fake_testbed import FakeJournal
 
@@ -157,11 +157,11 @@ def test_the_senders_readings_give_the_routers_cost_per_part() -> None:
     watch = {"samples": [[0.0, 0, [[1000, 0, 1], [0, 0, 0]]],
                          [0.1, 400, [[4_001_000, 0, 401], [1_000_000, 0, 9]]],
                          [0.2, 800, [[8_001_000, 0, 801], [3_000_000, 0, 19]]]]}
-    assert router_stress.chunk_costs(watch, 1.0) == pytest.approx([12.5, 15.0])
+    assert echo_load.chunk_costs(watch, 1.0) == pytest.approx([12.5, 15.0])
     # half the requests answered: the same run time over half as many replies
-    assert router_stress.chunk_costs(watch, 0.5) == pytest.approx([25.0, 30.0])
-    assert router_stress.chunk_costs({}, 1.0) == []
-    assert router_stress.chunk_costs(watch, 0.0) == []
+    assert echo_load.chunk_costs(watch, 0.5) == pytest.approx([25.0, 30.0])
+    assert echo_load.chunk_costs({}, 1.0) == []
+    assert echo_load.chunk_costs(watch, 0.0) == []
 
 
 def test_the_sender_reads_schedstat_of_the_threads_it_is_given() -> None:
@@ -334,20 +334,20 @@ def test_an_echo_trial_whose_sender_fell_behind_is_run_again_on_the_virtual_cloc
         return {"router_us_per_echo": 13.0 + len(calls)}, {"sender": {"attempted": 8000,
                                                                       "elapsed_s": e}}
 
-    monkeypatch.setattr(router_stress, "icmp_trial", trial)
-    monkeypatch.setattr(router_stress, "settle", lambda: 0.0)
+    monkeypatch.setattr(echo_load, "icmp_trial", trial)
+    monkeypatch.setattr(echo_load, "settle", lambda: 0.0)
     monkeypatch.setenv("TESTBED_CLOCK", "virtual")
-    m, doc = router_stress.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
+    m, doc = echo_load.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
     assert len(calls) == 3 and m["router_us_per_echo"] == 16.0
     assert [round(a["behind_schedule"], 3) for a in doc["earlier_attempts"]] == [0.95, 0.005]
     assert doc["behind_schedule"] < 0.001
     # on time at once: one attempt; and the host's clock never reruns
     calls.clear()
     elapsed[:] = [1.99976]
-    router_stress.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
+    echo_load.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
     assert len(calls) == 1
     calls.clear()
     elapsed[:] = [3.9]
     monkeypatch.setenv("TESTBED_CLOCK", "real")
-    router_stress.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
+    echo_load.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
     assert len(calls) == 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.measure import router_stress
+from testbed.measure import echo_load
 from testbed.measure.kinds._stress_shared import DURATION, ROUTER_METRICS, runner
 from testbed.measure.kinds.base import Kind, Metric, Param, ParamProblem
 
@@ -47,7 +47,7 @@ KIND = Kind(
                "whole traffic, rare events included"),
         *ROUTER_METRICS,
     ),
-    runner=runner(router_stress.icmp_load),
+    runner=runner(echo_load.icmp_load),
     check=check,
     measures="cost",
     virtual_reason="the router's CPU per echo request is a cost: on the virtual clock a count "
