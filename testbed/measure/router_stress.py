@@ -24,7 +24,7 @@ from testbed import kthreads, units, waiting
 from testbed.actions import FlushRouteCache, SetMtu, Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
-from testbed.measure import ping_tool, rfc2544_search, udpprobe
+from testbed.measure import on_schedule, ping_tool, rfc2544_search, udpprobe
 from testbed.measure.routercpu import RouterCpu
 
 WIRE_EXTRA = 20  # preamble + SFD (8) and inter-frame gap (12) beyond a frame with its FCS
@@ -239,15 +239,23 @@ def offered_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[
         pps = pps_for_load(float(p["load"]), line, frame)
     flows = mix_flows(p.get("ratio"), int(p["ip"]), pps, str(p["direction"]), p["client"],
                       p["server"])
-    with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
-        doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
-                        timestamps=bool(p.get("ipd")))
-    m = stream_metrics(doc)
+
+    def attempt() -> tuple[dict[str, float], dict[str, Any]]:
+        with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
+            doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
+                            timestamps=bool(p.get("ipd")))
+        return stream_metrics(doc), {"stream": doc}
+
+    if waiting.is_virtual():  # a held-up sender met the router with other work beside it
+        m, out = on_schedule.least_late(
+            attempt, lambda got: on_schedule.flows_short(got[1]["stream"]["flows"]))
+    else:  # the host's clock: the fidelity record judges the sender (testbed.fidelity)
+        m, out = attempt()
     m["offered_load"] = float(p["load"]) if p.get("pps") is None else pps * 8.0 * (
         frame + WIRE_EXTRA) / line
     m["offered_bps_wire"] = pps * 8.0 * (frame + WIRE_EXTRA) * (2 if p["direction"] == "bidir"
                                                                 else 1)
-    return m, {"stream": doc, "line_bps": line}
+    return m, {**out, "line_bps": line}
 
 
 def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],

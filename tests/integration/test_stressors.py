@@ -139,11 +139,13 @@ def test_icmp_load_is_answered_by_the_router(testbed_net: Any) -> None:
     assert m.metrics["loss_percent"] < 5 and m.metrics["reply_pps"] > 900
     assert m.metrics["router_cpu_pct"] > 0
     # the cost is read by the sender over its own schedule, in 20 parts: the steady cost is
-    # their median, the mean over the traffic is beside it, and the traffic's run time lies
+    # their lower quartile, the mean over the traffic is beside it, and the traffic's run time lies
     # inside the trial's window (which also holds the sender's start and the teardown)
     parts = m.result["router_us_per_echo_parts"]
     assert len(parts) == 20 and min(parts) > 0
-    assert m.metrics["router_us_per_echo"] == pytest.approx(statistics.median(parts))
+    assert m.metrics["router_us_per_echo"] == pytest.approx(
+        statistics.quantiles(parts, n=4, method="inclusive")[0])
+    assert min(parts) <= m.metrics["router_us_per_echo"] <= statistics.median(parts)
     assert 0 < m.result["router_ns_traffic"] <= m.result["cpu"]["router_ns"]
     assert min(parts) <= m.metrics["router_us_per_echo_mean"] <= max(parts)
     # the router's entry for h2 was pinned for the trial only

@@ -41,8 +41,8 @@ KIND = Kind(
         Metric("reply_pps", "pkt/s", "echo replies the router sent per second"),
         Metric("loss_percent", "%", "requests the router did not answer"),
         Metric("icmp_data", "B", "ICMP data bytes"),
-        Metric("router_us_per_echo", "us", "router run time per answered request: the median "
-               "over 20 parts of the traffic (its steady cost)"),
+        Metric("router_us_per_echo", "us", "router run time per answered request: the lower "
+               "quartile over 20 parts of the traffic (its steady cost)"),
         Metric("router_us_per_echo_mean", "us", "router run time per answered request over the "
                "whole traffic, rare events included"),
         *ROUTER_METRICS,
