@@ -85,7 +85,7 @@ text = ["# Published reproductions", "",
         "browser), the figures, and `ledger.json` (every claim's verdict, n, effect, interval "
         "and tolerance) — with `run.json` saying when, on which commit and machine, and how "
         "long it took. Regenerate with `sudo scripts/publish-reproductions.sh [PAPER ...]` "
-        "(README, "Published reproductions").", "",
+        "(README, 'Publishing full reproductions').", "",
         "| paper | profile | date | commit | wall time | trials ok / failed | holds / does not "
         "hold / inconclusive / not measured / not measurable | machine |",
         "|---|---|---|---|---|---|---|---|", *rows, ""]
