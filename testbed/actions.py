@@ -15,7 +15,6 @@ actions wait on are in `testbed.checks` (importable from here too).
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -524,62 +523,6 @@ class WaitUntil:
 # ---------------------------------------------------------------------------- trial actions
 # What a stressor changes for one trial (testbed.measure), applied in the trial's scope
 # (`tb.scope()`, `tb.apply(...)`): undone when the scope ends. A trial's sysctls are `Sysctl`.
-
-
-@dataclass(frozen=True)
-class SetMtu:
-    """The MTU of `ifname` on `node`; the undo sets the MTU it had before."""
-
-    node: str
-    ifname: str
-    mtu: int
-
-    def describe(self) -> str:
-        return f"{self.node}: mtu {self.mtu} on {self.ifname}  [undo: the MTU before]"
-
-    def apply(self, env: TestbedLike) -> None:
-        shown = env.run(self.node, ["ip", "-j", "link", "show", "dev", self.ifname]).stdout
-        old = str(int(json.loads(shown)[0]["mtu"]))
-        node, ifname = self.node, self.ifname
-        env.defer(
-            Undo(
-                f"{node}: mtu {old} on {ifname}",
-                lambda: env.run(node, ["ip", "link", "set", "dev", ifname, "mtu", old],
-                                check=False),
-                within=env.netns(node),
-            )
-        )
-        env.run(node, ["ip", "link", "set", "dev", ifname, "mtu", str(self.mtu)])
-
-
-@dataclass(frozen=True)
-class FlushRouteCache:
-    """Flush `node`'s route cache (the path MTUs it learnt) of the IP versions in `now`, and
-    those in `after` when the scope ends (exit status ignored: a version may be off)."""
-
-    node: str
-    now: tuple[int, ...] = ()
-    after: tuple[int, ...] = ()
-
-    def describe(self) -> str:
-        def versions(vs: tuple[int, ...]) -> str:
-            return "/".join(f"IPv{v}" for v in vs) or "nothing"
-
-        return (f"{self.node}: flush the route cache ({versions(self.now)})  [undo: flush "
-                f"{versions(self.after)}]")
-
-    def apply(self, env: TestbedLike) -> None:
-        node = self.node
-
-        def flush(versions: tuple[int, ...]) -> None:
-            for v in versions:
-                env.run(node, ["ip", f"-{v}", "route", "flush", "cache"], check=False)
-
-        if self.after:
-            after = self.after
-            env.defer(Undo(f"{node}: flush the route cache", lambda: flush(after),
-                           within=env.netns(node)))
-        flush(self.now)
 
 
 def remove_namespace(ns: str) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from testbed import processes
 from testbed.errors import KernelError
+from testbed.measure import probe
 
 PROC = Path("/proc")
 # where testbed mounts the cgroup v2 hierarchy when the machine has none mounted (a guest)
@@ -35,10 +36,8 @@ def parse_schedstat(text: str) -> int:
 
 def run_ns(pid: int, proc: Path = PROC) -> int | None:
     """Run time (ns) of `pid`, or None when it is gone."""
-    try:
-        return parse_schedstat((proc / str(pid) / "schedstat").read_text())
-    except (OSError, ValueError):
-        return None
+    fields = probe.schedstat(pid, str(proc))
+    return fields[0] if fields else None
 
 
 def napi_threads(proc: Path = PROC) -> dict[int, str]:

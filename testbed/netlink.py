@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import os
+import socket
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -54,6 +55,9 @@ _lazy_package("pyroute2")
 from pyroute2 import netns  # noqa: E402
 from pyroute2.iproute import IPRoute  # noqa: E402
 from pyroute2.netlink.exceptions import NetlinkError  # noqa: E402
+
+NUD_PERMANENT = 0x80
+"""A neighbour entry that no timer ages (linux/neighbour.h)."""
 
 if is_virtual():
     # pyroute2 waits for its forked netns helper with a 2 s poll() on the guest clock, which
@@ -370,9 +374,31 @@ class Netns:
                 "ifname": m.get_attr("IFLA_IFNAME"),
                 "mtu": m.get_attr("IFLA_MTU"),
                 "kind": _link_kind(m),
+                "address": m.get_attr("IFLA_ADDRESS"),
             }
             for m in self._ipr.get_links()
         ]
+
+    def set_neighbour(self, ifname: str, addr: str, lladdr: str) -> None:
+        """A permanent neighbour entry `addr` -> `lladdr` on `ifname` (replacing a learned one:
+        `ip neigh replace ... nud permanent`)."""
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        try:
+            self._ipr.neigh("replace", dst=addr, lladdr=lladdr, ifindex=self.index(ifname),
+                            family=family, state=NUD_PERMANENT)
+        except NetlinkError as exc:
+            raise _kernel_error("set neighbour", f"{addr} on {self.name}/{ifname}",
+                                exc) from None
+
+    def delete_neighbour(self, ifname: str, addr: str) -> None:
+        """Remove the neighbour entry `addr` on `ifname` (gone already: nothing to do)."""
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        try:
+            self._ipr.neigh("del", dst=addr, ifindex=self.index(ifname), family=family)
+        except NetlinkError as exc:
+            if exc.code not in (errno.ENOENT, errno.ENODEV):
+                raise _kernel_error("delete neighbour", f"{addr} on {self.name}/{ifname}",
+                                    exc) from None
 
 
 def _link_kind(msg: Any) -> str | None:

@@ -8,17 +8,17 @@ import itertools
 import json
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from testbed import waiting
-from testbed.actions import Command
 from testbed.api import TestbedLike
 from testbed.errors import DaemonError
 from testbed.measure import on_schedule
 from testbed.measure.router_stress import iface_towards
 from testbed.measure.routercpu import RouterCpu
+from testbed.trial_actions import PinNeighbour
 
 
 def icmp_counters(tb: TestbedLike, node: str, ip: int) -> tuple[int, int]:
@@ -43,12 +43,11 @@ def pin_neighbour(tb: TestbedLike, node: str, peer: str, ip: int) -> str:
     addr = tb.address(peer, ip, node)
     ifname = iface_towards(tb, node, peer)
     peer_if = iface_towards(tb, peer, node)
-    link = json.loads(tb.run(peer, ["ip", "-j", "link", "show", "dev", peer_if]).stdout or "[]")
-    if not link or not link[0].get("address"):
-        raise DaemonError("ip link show", peer, f"no MAC address on {peer_if}")
-    tb.apply(Command(node, ("ip", f"-{ip}", "neigh", "replace", addr, "lladdr",
-                            str(link[0]["address"]), "dev", ifname, "nud", "permanent"),
-                     ("ip", f"-{ip}", "neigh", "del", addr, "dev", ifname)))
+    mac = next((str(link["address"]) for link in tb.handle(tb.netns(peer)).links()
+                if link["ifname"] == peer_if and link.get("address")), None)
+    if mac is None:
+        raise DaemonError("netlink: links", peer, f"no MAC address on {peer_if}")
+    tb.apply(PinNeighbour(tb.netns(node), ifname, addr, mac))
     return addr
 
 
@@ -62,9 +61,13 @@ def chunk_costs(watch: Mapping[str, Any], answered: float) -> list[float]:
         sent = int(b[1]) - int(a[1])
         if sent <= 0 or answered <= 0:
             continue
-        ns = sum(int(y[0]) - int(x[0]) for x, y in zip(a[2], b[2], strict=True))
-        out.append(ns / 1000.0 / (sent * answered))
+        out.append(run_ns_between(a, b) / 1000.0 / (sent * answered))
     return out
+
+
+def run_ns_between(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The watched threads' run time (ns) between two of the sender's readings."""
+    return sum(int(y[0]) - int(x[0]) for x, y in zip(a[2], b[2], strict=True))
 
 
 def steady_cost(parts: list[float]) -> float:
@@ -181,8 +184,7 @@ def icmp_trial(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[st
     parts = chunk_costs(sent.get("watch", {}), replies / sent["attempted"])
     extra: dict[str, Any] = {}
     if replies and parts:
-        s0, s1 = sent["watch"]["samples"][0], sent["watch"]["samples"][-1]
-        traffic_ns = sum(int(y[0]) - int(x[0]) for x, y in zip(s0[2], s1[2], strict=True))
+        traffic_ns = run_ns_between(sent["watch"]["samples"][0], sent["watch"]["samples"][-1])
         m["router_us_per_echo"] = steady_cost(parts)
         m["router_us_per_echo_mean"] = traffic_ns / 1000.0 / replies
         extra = {"router_us_per_echo_parts": parts, "router_ns_traffic": traffic_ns,

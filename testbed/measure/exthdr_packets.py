@@ -27,6 +27,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from testbed.measure import probe
+
 VARIANTS = ("none", "hbh", "four", "dest20", "rh0", "srh")
 ECHO = ("echo4", "echo6")  # ICMP echo requests to the router itself (the ICMP load test)
 # The header chain (scapy layer names between IPv6 and UDP) each variant must show on the wire
@@ -168,15 +170,8 @@ def capture_chain(pcap: str) -> list[dict[str, Any]]:
 
 
 def schedstat(pids: Sequence[int]) -> list[list[int]]:
-    """[run ns, wait ns, timeslices] of each pid (`/proc/PID/schedstat`; zeros once it is gone)."""
-    out = []
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
-                out.append([int(x) for x in f.read().split()[:3]])
-        except (OSError, ValueError):
-            out.append([0, 0, 0])
-    return out
+    """[run ns, wait ns, timeslices] of each pid (`probe.schedstat`; zeros once it is gone)."""
+    return [probe.schedstat(pid) or [0, 0, 0] for pid in pids]
 
 
 def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
@@ -214,8 +209,7 @@ def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
         from testbed.measure.pingpong_probe import precise_sleep
 
         precise_sleep()
-        grid = round(align_s * 1e9)
-        time.sleep((grid - time.monotonic_ns() % grid) / 1e9)
+        probe.sleep_to_grid(align_s)
     t0 = time.perf_counter()
     if pids:
         samples.append([0.0, 0, schedstat(pids)])

@@ -1,5 +1,6 @@
-"""What the built-in probes (pingpong, stackcost, udpprobe) share: their command line (role,
---host, --port), the argv that runs them, and writing their JSON document."""
+"""What the built-in probes (pingpong, stackcost, udpprobe, the raw-socket senders) share: their
+command line (role, --host, --port), the argv that runs them, writing their JSON document, a
+start on a grid of the monotonic clock, and reading a thread's schedstat."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 
 TYPE_CHECKING = False  # typing costs a probe start milliseconds (seconds emulated)
@@ -75,3 +77,22 @@ def emit(doc: Mapping[str, Any], out: str = "-") -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, out)
+
+
+def sleep_to_grid(step_s: float) -> None:
+    """Sleep to the next whole multiple of `step_s` seconds on the monotonic clock (the clock
+    of the guest's tick and of cgroup bandwidth refills), so a schedule starts at one phase to
+    them in every trial."""
+    grid = round(step_s * 1e9)
+    if grid > 0:
+        time.sleep((grid - time.monotonic_ns() % grid) / 1e9)
+
+
+def schedstat(pid: int, proc: str = "/proc") -> list[int] | None:
+    """[run ns, wait ns, timeslices] of `pid` (`/proc/PID/schedstat`), None once it is gone."""
+    try:
+        with open(f"{proc}/{pid}/schedstat", encoding="ascii") as f:
+            fields = [int(x) for x in f.read().split()[:3]]
+    except (OSError, ValueError):
+        return None
+    return fields if fields else None

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from testbed import kthreads, units, waiting
-from testbed.actions import FlushRouteCache, SetMtu, Sysctl
+from testbed.actions import Sysctl
 from testbed.api import ProcessLike, TestbedLike
 from testbed.errors import DaemonError, SpecError
 from testbed.measure import on_schedule, ping_tool, rfc2544_search, udpprobe
 from testbed.measure.routercpu import RouterCpu
+from testbed.trial_actions import FlushRouteCache, SetMtu
 
 WIRE_EXTRA = 20  # preamble + SFD (8) and inter-frame gap (12) beyond a frame with its FCS
 MIN_FRAME = {4: 64, 6: 67}  # the paper's 64/67: the smallest frame carrying 1 UDP byte (IPv6)

@@ -203,8 +203,7 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     s.setblocking(False)
     total = max(1, round(pps * duration_s))
     if align_s > 0:
-        grid = round(align_s * 1e9)
-        time.sleep((grid - time.monotonic_ns() % grid) / 1e9)
+        probe.sleep_to_grid(align_s)
     got = _pace(s.send, b"\x5a" * size, total, pps, max_burst, spin)
     s.close()
     elapsed, stalled = got["elapsed_s"], got["stalled_s"]
