@@ -302,7 +302,8 @@ def run_on_clock(clock: str, path: Path, args: argparse.Namespace, db: Path) -> 
         )
     print(f"testbed run: {path} asks for the {clock} clock; booting it: {cmd}", file=sys.stderr)
     result = vm_run.run_in_vm(argv, clock=clock, db=db)
-    print(f"  see them with: testbed results --db {db} show", file=sys.stderr)
+    if getattr(args, "share", None) is None:  # a parallel run's worker: its coordinator says
+        print(f"  see them with: testbed results --db {db} show", file=sys.stderr)
     return result.returncode
 
 

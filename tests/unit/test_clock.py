@@ -67,6 +67,22 @@ def test_run_boots_the_virtual_clock_tier(monkeypatch: pytest.MonkeyPatch,
         cmd.cmd_run(args(clock="virtual", db=db, resume=True))
 
 
+def test_only_the_run_that_owns_the_database_names_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """A parallel run's worker stores into a temporary share database its coordinator merges
+    and removes: the worker does not point the user at it, the coordinator names the run's."""
+    monkeypatch.delenv("TESTBED_IN_VM", raising=False)
+    monkeypatch.delenv("TESTBED_CLOCK", raising=False)
+    monkeypatch.setattr(vm_run, "run_in_vm", lambda argv, **kw: VmResult(0, True))
+    db = tmp_path / "r.sqlite"
+    assert cmd.run_on_clock("virtual", FAKE, args(share=None), db) == 0
+    assert f"see them with: testbed results --db {db} show" in capsys.readouterr().err
+    share = tmp_path / ".parallel-x" / "share-0-1" / "share.json"
+    assert cmd.run_on_clock("virtual", FAKE, args(share=share), db) == 0
+    assert "see them with" not in capsys.readouterr().err
+
+
 def test_run_in_a_real_clock_guest_says_what_to_run(monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
     monkeypatch.setenv("TESTBED_IN_VM", "1")
