@@ -57,5 +57,6 @@ KIND = Kind(
                    "0.01 % across boots and host loads, a 100/s cell's within 0.1 %: the "
                    "router's entry for the client is pinned, the guest settles before the "
                    "echoes, the sender starts on a 100 ms grid, a held-up sender's trial runs "
-                   "again, and the cost is the median of 20 parts of the traffic (docs/vm.md)"),
+                   "again, and the cost is the lower quartile of 20 parts of the traffic "
+                   "(docs/vm.md)"),
 )
