@@ -213,12 +213,15 @@ def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
     t0 = time.perf_counter()
     if pids:
         samples.append([0.0, 0, schedstat(pids)])
+    max_lag = 0.0  # the furthest behind its schedule it fell (it catches up in a burst)
     for i in range(total):
         if i % burst == 0:
             due = t0 + i / pps
             wait = due - time.perf_counter()
             if wait > 0:  # on schedule: a late wake-up sends the next ones at once, never spins
                 time.sleep(wait)
+            else:
+                max_lag = max(max_lag, -wait)
         if i in marks:
             samples.append([time.perf_counter() - t0, i, schedstat(pids)])
         try:
@@ -232,6 +235,7 @@ def send(variant: str, src: str, dst: str, router: str, data: int, pps: float,
     s.close()
     doc: dict[str, Any] = {
         "variant": variant, "attempted": total, "errors": errors, "elapsed_s": elapsed,
+        "max_lag_s": max_lag,
         "achieved_pps": (total - 1) / elapsed if elapsed > 0 and total > 1 else pps,
         "offered_pps": pps, "ip_bytes": len(raw), "frame_bytes": len(raw) + 18,
         "burst": burst, "chain": chain, "aligned_s": align_s}

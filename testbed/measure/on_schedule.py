@@ -57,7 +57,8 @@ def short_of(offered: float, achieved: float) -> float:
 
 def flows_short(flows: Any) -> float:
     """The largest shortfall among the flows of a stream document (`offered_pps`,
-    `sender_pps` per flow)."""
+    `sender_pps` per flow). The UDP sender (`udpprobe`) never bursts more than `max_burst`
+    to catch up — a held-up one delays its schedule, and the time lost shows as a shortfall."""
     out = 0.0
     for f in flows if isinstance(flows, list) else []:
         if isinstance(f, Mapping):

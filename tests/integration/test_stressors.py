@@ -141,6 +141,8 @@ def test_icmp_load_is_answered_by_the_router(testbed_net: Any) -> None:
     # the cost is read by the sender over its own schedule, in 20 parts: the steady cost is
     # their lower quartile, the mean over the traffic is beside it, and the traffic's run time lies
     # inside the trial's window (which also holds the sender's start and the teardown)
+    # how far behind its schedule the sender ever fell (it catches up in a burst)
+    assert 0 <= m.result["sender"]["max_lag_s"] < 1.0
     parts = m.result["router_us_per_echo_parts"]
     assert len(parts) == 20 and min(parts) > 0
     assert m.metrics["router_us_per_echo"] == pytest.approx(

@@ -399,6 +399,21 @@ def test_an_echo_trial_whose_sender_fell_behind_is_run_again_on_the_virtual_cloc
     elapsed[:] = [1.99976]
     echo_load.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
     assert len(calls) == 1
+    # held up at its start, then caught up in a burst: on time at the end, run again
+    calls.clear()
+    lags = [1.53, 0.0001]
+
+    def caught_up(tb: Any, p: Any, ctx: Any) -> tuple[dict[str, float], dict[str, Any]]:
+        calls.append(1)
+        return {"router_us_per_echo": 8.59 if len(calls) == 1 else 15.45}, {
+            "sender": {"attempted": 8000, "elapsed_s": 1.99977,
+                       "max_lag_s": lags[len(calls) - 1]}}
+
+    monkeypatch.setattr(echo_load, "icmp_trial", caught_up)
+    m, doc = echo_load.icmp_load(None, {"pps": 4000}, None)  # type: ignore[arg-type]
+    assert len(calls) == 2 and m["router_us_per_echo"] == 15.45
+    assert round(doc["earlier_attempts"][0]["behind_schedule"], 3) == 0.765
+    monkeypatch.setattr(echo_load, "icmp_trial", trial)
     calls.clear()
     elapsed[:] = [3.9]
     monkeypatch.setenv("TESTBED_CLOCK", "real")
