@@ -174,6 +174,22 @@ def run_flows(tb: TestbedLike, ctx: Any, flows: Sequence[FlowSpec], frame_size: 
             "duration_s": duration}
 
 
+def on_time_flows(tb: TestbedLike, ctx: Any, flows: Sequence[FlowSpec], frame_size: int,
+                  duration: float, cpu: RouterCpu | None = None,
+                  timestamps: bool = False) -> dict[str, Any]:
+    """`run_flows`; on the virtual clock measured again while a sender fell behind its
+    schedule (`on_schedule.least_late`: a held-up sender met the router with other work beside
+    it), the document then saying `behind_schedule` and `earlier_attempts`. On the host's clock
+    once: the trial's fidelity record judges its senders (testbed.fidelity)."""
+    def attempt() -> tuple[dict[str, float], dict[str, Any]]:
+        doc = run_flows(tb, ctx, flows, frame_size, duration, cpu, timestamps=timestamps)
+        return stream_metrics(doc), doc
+
+    if not waiting.is_virtual():
+        return attempt()[1]
+    return on_schedule.least_late(attempt, lambda got: on_schedule.flows_short(got[1]["flows"]))[1]
+
+
 def stream_metrics(doc: Mapping[str, Any]) -> dict[str, float]:
     """Totals of `run_flows`: offered/sent/received packets per second, loss, application
     traffic (UDP data bit/s received), router CPU; the mixed stream's inter-packet delay when
@@ -240,23 +256,15 @@ def offered_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[
         pps = pps_for_load(float(p["load"]), line, frame)
     flows = mix_flows(p.get("ratio"), int(p["ip"]), pps, str(p["direction"]), p["client"],
                       p["server"])
-
-    def attempt() -> tuple[dict[str, float], dict[str, Any]]:
-        with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
-            doc = run_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
+    with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
+        doc = on_time_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
                             timestamps=bool(p.get("ipd")))
-        return stream_metrics(doc), {"stream": doc}
-
-    if waiting.is_virtual():  # a held-up sender met the router with other work beside it
-        m, out = on_schedule.least_late(
-            attempt, lambda got: on_schedule.flows_short(got[1]["stream"]["flows"]))
-    else:  # the host's clock: the fidelity record judges the sender (testbed.fidelity)
-        m, out = attempt()
+    m = stream_metrics(doc)
     m["offered_load"] = float(p["load"]) if p.get("pps") is None else pps * 8.0 * (
         frame + WIRE_EXTRA) / line
     m["offered_bps_wire"] = pps * 8.0 * (frame + WIRE_EXTRA) * (2 if p["direction"] == "bidir"
                                                                 else 1)
-    return m, {**out, "line_bps": line}
+    return m, {"stream": doc, "line_bps": line}
 
 
 def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[str, float],
@@ -273,7 +281,7 @@ def max_traffic(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[s
         def trial(rate: float) -> rfc2544_search.TrialOutcome:
             flows = mix_flows(p.get("ratio"), int(p["ip"]), rate, str(p["direction"]),
                               p["client"], p["server"])
-            doc = run_flows(tb, ctx, flows, frame, duration, cpu)
+            doc = on_time_flows(tb, ctx, flows, frame, duration, cpu)
             sent = sum(f["attempted"] for f in doc["flows"])
             got = sum(r["received"] for r in doc["receivers"])
             achieved = sum(f["sender_pps"] for f in doc["flows"]) / max(1, len(
