@@ -6,9 +6,11 @@ is still the host's: a sender that starts while the guest has other work left (a
 starting beside it, a daemon's timer) ends behind its schedule and meets a router with that
 work beside it. Measured: ICMPv6 100 B echoes 12.90 µs each with the sender 8-14 % late, 13.18
 on time; the CPU-budgeted router's IPv6 70 % load 9.650 / 9.702 µs per frame with the sender
-0.17 / 0.73 % short. A sender that is on time repeats its schedule to 0.001 % (`LATE`).
-Some trials are late by nature (a sender beside a router at its CPU budget, 2.4 % short in
-every attempt): two attempts that agree on the lateness to `LATE` end the rerun.
+0.17 / 0.73 % short. A sender on time repeats its schedule to 0.001-0.006 %; one more than
+0.1 % behind (`LATE`) was held up. Some trials are late by nature (a sender beside a router at
+its CPU budget, 2.4 % short in every attempt): two attempts that agree on the lateness to
+`LATE` end the rerun — though the same hold-up can also repeat after the same history in a
+guest (two attempts 0.315 % short where another run's one attempt was on time).
 """
 
 from __future__ import annotations
