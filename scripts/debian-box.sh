@@ -288,13 +288,14 @@ trap 'phase ""' EXIT
 
 phase "lab check ipv6-header-cost"
 # a host-tier lab end to end, as a teacher runs it: its script, then its answer key. Under TCG
-# every packet costs 10-100x its KVM time, so a measured answer may fall outside the sheet's
-# range: that is reported; a script that fails is a failure
+# every packet costs 10-100x its KVM time, so a measured answer rests on late (suspect) trials
+# and is not judged, or falls outside the sheet's range: that is reported; a script that fails
+# is a failure
 KEYDIR=/vagrant/results/debian-box-lab
 rm -rf "$KEYDIR"
 if ! $T lab check ipv6-header-cost --keep "$KEYDIR"; then
     [ -f "$KEYDIR/answer-key.json" ] || { say "lab ipv6-header-cost: its script failed"; exit 1; }
-    say "lab ipv6-header-cost: the script ran; some answers fell outside the sheet's ranges (above; TCG is slow)"
+    say "lab ipv6-header-cost: the script ran; some answers not judged (the host late) or outside the sheet's ranges (above; TCG is slow)"
 fi
 phase ""
 say "all checks passed"

@@ -27,6 +27,8 @@ OPS: dict[str, Callable[[float, float], float]] = {
     "minus": lambda a, b: a - b, "ratio": lambda a, b: a / b,
 }
 SOURCES = ("command", "results", "of")
+NOT_JUDGED = ("not judged: every trial behind the value ran on a host that did not keep up "
+              "(suspect, see `testbed results show`); rerun the lab on an idle machine")
 
 _TITLE = re.compile(r"^# Lab \d+ — \S")
 _TIER = re.compile(r"^\*\*Tier:\*\*\s*(vm virtual|vm|host)\b", re.M)
@@ -81,11 +83,20 @@ class Measured:
     answer: Answer
     value: float | None = None
     error: str | None = None
+    suspect: bool = False  # the value rests only on trials whose host was late (fidelity)
 
     @property
     def ok(self) -> bool:
         exp = self.answer.expect
-        return self.value is not None and (exp is None or exp[0] <= self.value <= exp[1])
+        return (self.value is not None and not self.suspect
+                and (exp is None or exp[0] <= self.value <= exp[1]))
+
+    @property
+    def state(self) -> str:
+        """"ok", "FAIL", or "not judged" (a value measured only on a late host)."""
+        if self.ok:
+            return "ok"
+        return "not judged" if self.suspect and self.value is not None else "FAIL"
 
 
 # --- finding and parsing ---------------------------------------------------------------------
@@ -326,31 +337,32 @@ def evaluate(lab: Lab, db: Path, runner: Callable[[Sequence[str]], str] | None =
     """Every answer of the key, measured: commands by `runner` (argv -> stdout), results
     from `db`, `of` from earlier answers."""
     run = runner or _run_command(db)
-    done: dict[str, float | None] = {}
+    done: dict[str, Measured] = {}
     out: list[Measured] = []
     for a in lab.answers:
         m = Measured(a)
         try:
-            m.value = _value(a, db, run, done)
+            m.value, m.suspect = _value(a, db, run, done)
         except (TestbedError, ValueError, KeyError, LookupError, ZeroDivisionError,
                 sqlite3.Error) as exc:
             m.error = str(exc) or type(exc).__name__
         if a.id:
-            done[a.id] = m.value
+            done[a.id] = m
         out.append(m)
     return out
 
 
 def _value(a: Answer, db: Path, run: Callable[[Sequence[str]], str],
-           done: Mapping[str, float | None]) -> float:
+           done: Mapping[str, Measured]) -> tuple[float, bool]:
+    """The answer's value, and whether it rests only on suspect trials."""
     if a.source == "command":
-        return from_output(run(a.spec["command"]), a.spec.get("json"))
+        return from_output(run(a.spec["command"]), a.spec.get("json")), False
     if a.source == "results":
         return from_results(db, a.spec["results"])
     x, y = (done.get(i) for i in a.spec["of"])
-    if x is None or y is None:
+    if x is None or y is None or x.value is None or y.value is None:
         raise ValueError(f"{a.spec['of']}: an answer it needs has no value")
-    return OPS[a.spec["op"]](x, y)
+    return OPS[a.spec["op"]](x.value, y.value), x.suspect or y.suspect
 
 
 def _run_command(db: Path) -> Callable[[Sequence[str]], str]:
@@ -376,10 +388,12 @@ def from_output(stdout: str, key: str | None) -> float:
     return float(node)
 
 
-def from_results(db: Path, spec: Mapping[str, Any]) -> float:
+def from_results(db: Path, spec: Mapping[str, Any]) -> tuple[float, bool]:
     """A statistic of one metric over the ok trials in `db` that match `where` (keys of the
-    trial's point; `measurement` the measurement's name)."""
-    from testbed import results
+    trial's point; `measurement` the measurement's name), and whether it is suspect: trials
+    whose host was late (testbed.fidelity) are left out, unless no other trial matches — then
+    the value is theirs and marked suspect, not judged."""
+    from testbed import fidelity, results
 
     if not db.is_file():
         raise ValueError(f"no results database {db}: the lab's script wrote no trials")
@@ -389,14 +403,17 @@ def from_results(db: Path, spec: Mapping[str, Any]) -> float:
         rows = list(results.trials(con, experiment=spec["experiment"], status="ok"))
     finally:
         con.close()
-    values = [float(r.metrics[spec["metric"]]) for r in rows
-              if spec["metric"] in r.metrics and all(
-                  _same(r.measurement if k == "measurement" else r.point.get(k), v)
-                  for k, v in where.items())]
-    if not values:
+    matching = [r for r in rows
+                if spec["metric"] in r.metrics and all(
+                    _same(r.measurement if k == "measurement" else r.point.get(k), v)
+                    for k, v in where.items())]
+    if not matching:
         raise ValueError(f"no ok trial of {spec['experiment']} with {spec['metric']} "
                          f"where {dict(where)}")
-    return STATS[spec.get("stat", "median")](values)
+    sound = [r for r in matching if not fidelity.is_suspect(r.result)]
+    use = sound or matching
+    return STATS[spec.get("stat", "median")]([float(r.metrics[spec["metric"]]) for r in use]), \
+        not sound
 
 
 def _same(have: Any, want: Any) -> bool:
@@ -409,7 +426,7 @@ def key_rows(measured: Sequence[Measured]) -> list[dict[str, Any]]:
     """The answer key as rows (what answer-key.json holds)."""
     return [{"question": m.answer.question, "say": m.answer.say, "unit": m.answer.unit,
              "measured": m.value, "expect": list(m.answer.expect) if m.answer.expect else None,
-             "ok": m.ok, "error": m.error} for m in measured]
+             "ok": m.ok, "state": m.state, "error": m.error} for m in measured]
 
 
 def _fmt(v: float | None) -> str:
@@ -424,7 +441,7 @@ def table(measured: Sequence[Measured]) -> str:
         rows.append((m.answer.question, m.answer.say,
                      f"{_fmt(m.value)} {m.answer.unit}".strip(),
                      f"{_fmt(exp[0])} … {_fmt(exp[1])}" if exp else "",
-                     "ok" if m.ok else "FAIL" + (f" ({m.error})" if m.error else "")))
+                     m.state + (f" ({m.error})" if m.error else "")))
     widths = [min(max(len(r[i]) for r in rows), 60) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, [*widths, 0], strict=True)).rstrip()
                      for r in rows)
@@ -440,7 +457,9 @@ def markdown(lab: Lab, measured: Sequence[Measured], wall_s: float) -> str:
         exp = m.answer.expect
         lines.append(f"| {m.answer.question} | {m.answer.say} | {_fmt(m.value)} "
                      f"{m.answer.unit} | {f'{_fmt(exp[0])} to {_fmt(exp[1])}' if exp else ''} "
-                     f"| {'ok' if m.ok else 'FAIL'} |")
+                     f"| {m.state} |")
+    if any(m.state == "not judged" for m in measured):
+        lines += ["", NOT_JUDGED]
     return "\n".join(lines) + "\n"
 
 

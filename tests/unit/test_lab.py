@@ -116,7 +116,9 @@ def test_script_runs_blocks_in_order_and_names_the_failing_line(tmp_path: Path) 
     assert "block 2 failed at sheet line 18 (exit 1)" in proc.stderr
 
 
-def _db(tmp_path: Path) -> Path:
+def _db(tmp_path: Path, suspect: tuple[int, ...] = ()) -> Path:
+    """Four trials (owd_median_us 10, 20, 90 at ip 6; 1000 at ip 4); `suspect`: which of them
+    carry a fidelity record saying their host was late."""
     db = tmp_path / "results.sqlite"
     with closing(results.connect(db)) as con:
         for i, (ip, v) in enumerate([(6, 10.0), (6, 20.0), (6, 90.0), (4, 1000.0)]):
@@ -125,7 +127,9 @@ def _db(tmp_path: Path) -> Path:
                 trial_key=f"r/{i}", run_id="r", experiment="exp", profile="quick",
                 measurement="owd", kind="pingpong", point=pt, group_key=results.canonical(pt),
                 repetition=i, started=1.0, finished=2.0 + i, status="ok", error=None,
-                metrics={"owd_median_us": v}, result={}, topology={}, qdiscs=[]))
+                metrics={"owd_median_us": v},
+                result={"fidelity": {"verdict": "suspect", "reasons": ["late"]}}
+                if i in suspect else {}, topology={}, qdiscs=[]))
     return db
 
 
@@ -159,7 +163,23 @@ def test_key_out_of_range_and_missing_data_fail(tmp_path: Path) -> None:
 def test_results_stats(tmp_path: Path, stat: str, want: float) -> None:
     spec = {"experiment": "exp", "metric": "owd_median_us", "stat": stat,
             "where": {"ip": 6, "measurement": "owd"}}
-    assert labs.from_results(_db(tmp_path), spec) == pytest.approx(want)
+    value, suspect = labs.from_results(_db(tmp_path), spec)
+    assert value == pytest.approx(want) and not suspect
+
+
+def test_suspect_trials_are_left_out_while_sound_ones_match(tmp_path: Path) -> None:
+    spec = {"experiment": "exp", "metric": "owd_median_us", "stat": "max", "where": {"ip": 6}}
+    assert labs.from_results(_db(tmp_path, suspect=(2,)), spec) == (20.0, False)
+
+
+def test_a_value_only_suspect_trials_give_is_not_judged(tmp_path: Path) -> None:
+    lab = labs.parse_lab(write(tmp_path))
+    got = labs.evaluate(lab, _db(tmp_path, suspect=(0, 1, 2)), lambda argv: '{"a": {"b": 1.5}}')
+    assert [m.value for m in got] == [1.5, 20.0, 18.5]  # the suspect trials' values, shown
+    assert [m.state for m in got] == ["ok", "not judged", "not judged"]  # Q3 = Q2 - Q1
+    assert not got[1].ok
+    assert labs.NOT_JUDGED in labs.markdown(lab, got, 1.0)
+    assert [r["state"] for r in labs.key_rows(got)] == ["ok", "not judged", "not judged"]
 
 
 def test_output_as_one_number_or_json_path() -> None:
