@@ -208,6 +208,16 @@ def _draw_lines(fig: Figure, ax: Any, series: list[str], color: dict[str, Any],
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
 
 
+def error_bars(rows: Sequence[Row], span: Callable[[Row], tuple[float, float]]
+               ) -> list[list[float]]:
+    """Matplotlib's yerr (below, above) for each row's mean and its (low, high) span, never
+    negative: three equal values can have a mean one rounding step outside them (974.4923076923075
+    under a min of …076 in a full gometz-2015 run), which matplotlib refuses."""
+    below = [max(0.0, r.mean - span(r)[0]) for r in rows]
+    above = [max(0.0, span(r)[1] - r.mean) for r in rows]
+    return [below, above]
+
+
 def _draw_categories(fig: Figure, ax: Any, series: list[str], color: dict[str, Any]) -> None:
     cats: list[Any] = []
     for r in fig.rows:
@@ -222,11 +232,10 @@ def _draw_categories(fig: Figure, ax: Any, series: list[str], color: dict[str, A
         xs = [pos[r.x] - 0.4 + width * (i + 0.5) for r in rs]
         if fig.style == "bars":
             ax.bar(xs, [r.mean for r in rs], width=width * 0.9, color=color[s], label=s,
-                   yerr=[[r.mean - r.ci_low for r in rs], [r.ci_high - r.mean for r in rs]],
-                   capsize=3)
+                   yerr=error_bars(rs, lambda r: (r.ci_low, r.ci_high)), capsize=3)
         else:
             ax.errorbar(xs, [r.mean for r in rs],
-                        yerr=[[r.mean - r.min for r in rs], [r.max - r.mean for r in rs]],
+                        yerr=error_bars(rs, lambda r: (r.min, r.max)),
                         fmt="o", ms=6, capsize=5, color=color[s], label=f"{s} (min-mean-max)")
     ax.set_xticks(range(len(cats)))
     ax.set_xticklabels([str(c) for c in cats])
