@@ -7,6 +7,9 @@
 #     sudo scripts/publish-reproductions.sh [--quick] [PAPER ...]     (default: all five papers)
 #   --quick   the quick profiles instead, into docs/reproductions/PAPER-quick/ (a dry run of the
 #             publishing itself; README.md lists them apart)
+#   --report-only  measure nothing: write the report again from the database an earlier run of
+#             this script left (results/reproductions/PAPER.sqlite) — e.g. after a report-side fix;
+#             run.json keeps that run's commit and wall time and adds the report's commit
 # Keep the machine otherwise idle while it runs: the real-clock parts measure the host.
 set -euo pipefail
 
@@ -17,10 +20,12 @@ PY="$REPO/.venv/bin/python"
 QUICK=()
 SUFFIX=""
 PAPERS=()
+REPORT_ONLY=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=(--quick); SUFFIX="-quick"; shift ;;
-        -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --report-only) REPORT_ONLY=true; shift ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "publish-reproductions: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) PAPERS+=("$1"); shift ;;
     esac
@@ -33,30 +38,53 @@ mkdir -p results/reproductions docs/reproductions
 for paper in "${PAPERS[@]}"; do
     out="docs/reproductions/$paper$SUFFIX"
     db="results/reproductions/$paper$SUFFIX.sqlite"
-    rm -rf "$out" "$db" "$db-wal" "$db-shm"
-    load=$(cut -d' ' -f1-3 /proc/loadavg)
-    start=$(date +%s)
-    echo "publish-reproductions: $paper${SUFFIX:+ (quick)} -> $out (load before: $load)"
     rc=0
-    "$T" reproduce "$paper" "${QUICK[@]}" --db "$db" --out "$out" || rc=$?
-    wall=$(( $(date +%s) - start ))
+    if $REPORT_ONLY; then
+        [ -f "$db" ] || { echo "publish-reproductions: --report-only: no $db (run without it first)" >&2; exit 1; }
+        load="not recorded (report written again from $db)"
+        wall=0
+        mapfile -t runs < <("$PY" -c 'import sqlite3, sys
+for (r,) in sqlite3.connect(sys.argv[1]).execute("select run_id from runs order by started"): print(r)' "$db")
+        rm -rf "$out"
+        echo "publish-reproductions: $paper: the report again from $db (${#runs[@]} runs) -> $out"
+        "$T" report --db "$db" "${runs[@]/#/--run=}" --out "$out" || rc=$?
+    else
+        rm -rf "$out" "$db" "$db-wal" "$db-shm"
+        load=$(cut -d' ' -f1-3 /proc/loadavg)
+        start=$(date +%s)
+        echo "publish-reproductions: $paper${SUFFIX:+ (quick)} -> $out (load before: $load)"
+        "$T" reproduce "$paper" "${QUICK[@]}" --db "$db" --out "$out" || rc=$?
+        wall=$(( $(date +%s) - start ))
+    fi
     [ -f "$out/ledger.json" ] || { echo "publish-reproductions: $paper wrote no report (exit $rc)" >&2; exit 1; }
-    "$PY" - "$out/run.json" "$paper" "${QUICK[*]:-full}" "$wall" "$load" "$rc" "$db" <<'EOF'
+    "$PY" - "$out/run.json" "$paper" "${QUICK[*]:-full}" "$wall" "$load" "$rc" "$db" "$REPORT_ONLY" <<'EOF'
 import json, os, platform, subprocess, sqlite3, sys, time
-path, paper, profile, wall, load, rc, db = sys.argv[1:]
+path, paper, profile, wall, load, rc, db, report_only = sys.argv[1:]
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                         text=True).stdout.strip()
 dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                             capture_output=True, text=True).stdout.strip())
+commit += "+changes" if dirty else ""
 with sqlite3.connect(db) as c:
     trials = dict(c.execute("select status, count(*) from trials group by status").fetchall())
+    started, finished, prov = c.execute(
+        "select min(started), max(finished), (select provenance from runs order by started "
+        "limit 1) from runs").fetchone()
 doc = {"paper": paper, "profile": "quick" if profile == "--quick" else "full",
        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-       "commit": commit + ("+changes" if dirty else ""), "wall_s": int(wall),
+       "commit": commit, "wall_s": int(wall),
        "exit_status": int(rc), "trials_ok": trials.get("ok", 0),
        "trials_failed": trials.get("error", 0),
        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                    "load_before": load}}
+if report_only == "true":
+    # the measurement's own commit and times, from the database; the report's commit beside
+    measured = json.loads(prov).get("git_revision") or "unknown"
+    doc.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+               commit=measured[:7], wall_s=int(finished - started),
+               wall_note="the runs' first start to last finish, from the database",
+               report_written_again={"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                     "commit": commit})
 with open(path, "w") as f:
     json.dump(doc, f, indent=1)
     f.write("\n")
