@@ -89,7 +89,11 @@ with open(path, "w") as f:
     json.dump(doc, f, indent=1)
     f.write("\n")
 EOF
-    echo "publish-reproductions: $paper done in $((wall / 60))m$((wall % 60))s (exit $rc)"
+    if $REPORT_ONLY; then
+        echo "publish-reproductions: $paper: report written again (exit $rc)"
+    else
+        echo "publish-reproductions: $paper done in $((wall / 60))m$((wall % 60))s (exit $rc)"
+    fi
 done
 
 # the index: every published folder, from its run.json and ledger.json
