@@ -62,7 +62,8 @@ import json, os, platform, subprocess, sqlite3, sys, time
 path, paper, profile, wall, load, rc, db, report_only = sys.argv[1:]
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                         text=True).stdout.strip()
-dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                             ":!docs/reproductions"],
                             capture_output=True, text=True).stdout.strip())
 commit += "+changes" if dirty else ""
 with sqlite3.connect(db) as c:
