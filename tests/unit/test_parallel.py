@@ -187,16 +187,35 @@ def test_workers_that_cannot_start_end_the_run_instead_of_retrying_every_trial(
     assert "trials recorded as failed" in out.getvalue()
 
 
+def _term_after_first_row(db: Path, done: threading.Event, limit_s: float = 120.0) -> None:
+    """SIGTERM this process as soon as `db` holds a committed trial (or after `limit_s`)."""
+    import time
+
+    end = time.monotonic() + limit_s
+    while not done.wait(0.05) and time.monotonic() < end:
+        try:
+            with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+                if con.execute("SELECT COUNT(*) FROM trials").fetchone()[0] > 0:
+                    break
+        except sqlite3.Error:
+            continue
+    if not done.is_set():
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def test_sigterm_stops_the_workers_and_keeps_what_they_committed(
         fake_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TB_FAKE_DELAY", "0.5")
     db = fake_env / "t.sqlite"
-    timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
+    done = threading.Event()
+    # SIGTERM once a first trial is committed (a fixed 4 s found none on a loaded machine)
+    timer = threading.Thread(target=_term_after_first_row, args=(db, done), daemon=True)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         run_local(load_experiment(FAKE), FAKE, db=db, workers=2, argv_prefix=PREFIX,
                   stream=io.StringIO())
-    timer.cancel()
+    done.set()
+    timer.join()
     rows = rows_of(db)
     ran = executions(fake_env / "executions.log")
     assert 0 < len(rows) < 24 and len({r.trial_key for r in rows}) == len(rows)
