@@ -447,6 +447,11 @@ def table(measured: Sequence[Measured]) -> str:
                      for r in rows)
 
 
+def not_judged(measured: Sequence[Measured]) -> bool:
+    """Whether some answer rests only on trials whose host was late."""
+    return any(m.state == "not judged" for m in measured)
+
+
 def markdown(lab: Lab, measured: Sequence[Measured], wall_s: float) -> str:
     """The key as Markdown (answer-key.md)."""
     lines = [f"# Answer key: {lab.title}", "",
@@ -458,7 +463,7 @@ def markdown(lab: Lab, measured: Sequence[Measured], wall_s: float) -> str:
         lines.append(f"| {m.answer.question} | {m.answer.say} | {_fmt(m.value)} "
                      f"{m.answer.unit} | {f'{_fmt(exp[0])} to {_fmt(exp[1])}' if exp else ''} "
                      f"| {m.state} |")
-    if any(m.state == "not judged" for m in measured):
+    if not_judged(measured):
         lines += ["", NOT_JUDGED]
     return "\n".join(lines) + "\n"
 

@@ -89,7 +89,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(f"\n{lab.id} ({lab.tier}): script {done.wall_s:.0f} s")
         print(labs.table(done.measured))
-        if any(m.state == "not judged" for m in done.measured):
+        if labs.not_judged(done.measured):
             print(labs.NOT_JUDGED)
         if args.keep is not None:
             print(f"answer key: {workdir / 'answer-key.md'}")
