@@ -41,15 +41,19 @@ UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOS
 def send_argv(
     python: str, *, host: str, port: int, size: int, pps: float, duration_s: float,
     max_burst: int | None = None, pacing: str = "auto", align_s: float = 0.0,
+    deadline_s: float | None = None,
 ) -> list[str]:
     """argv of the paced sender; `max_burst` defaults to 0.5 ms worth of datagrams (at least 4),
     about what a shaper's bucket takes at line rate. `pacing`: see `pacing_mode`. `align_s`:
-    start on the next whole multiple of it on the monotonic clock (`send`)."""
+    start on the next whole multiple of it on the monotonic clock; `deadline_s`: stop sending
+    that long after the start (`send`)."""
     burst = max_burst if max_burst is not None else max(4, int(pps * 0.0005))
     options: dict[str, Any] = {"size": size, "pps": float(pps), "duration": float(duration_s),
                                "max_burst": burst, "pacing": pacing}
     if align_s > 0:
         options["align"] = float(align_s)
+    if deadline_s is not None:
+        options["deadline"] = float(deadline_s)
     return probe.argv(python, MODULE, "send", host=host, port=port, options=options)
 
 
@@ -183,8 +187,14 @@ two datagrams at a time."""
 
 
 def send(host: str, port: int, size: int, pps: float, duration_s: float, max_burst: int = 4,
-         pacing: str = "auto", align_s: float = 0.0) -> dict[str, Any]:
+         pacing: str = "auto", align_s: float = 0.0,
+         deadline_s: float | None = None) -> dict[str, Any]:
     """Offer round(pps * duration) datagrams at `pps`.
+
+    With `deadline_s`, stop once that many seconds have passed since the first datagram, sent
+    or not: a sender too slow for `pps` then offers what it can in about `duration`, instead of
+    taking (pps / what it can) times as long to send them all; `attempted` says how many it
+    offered, and `cut_short` that the deadline ended it.
 
     When it falls behind (descheduled, or too slow) it sends at most `max_burst` at once and
     delays the rest of its schedule: a catch-up burst would queue in a shaper and look like
@@ -204,20 +214,23 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
     total = max(1, round(pps * duration_s))
     if align_s > 0:
         probe.sleep_to_grid(align_s)
-    got = _pace(s.send, b"\x5a" * size, total, pps, max_burst, spin)
+    got = _pace(s.send, b"\x5a" * size, total, pps, max_burst, spin, deadline_s)
     s.close()
-    elapsed, stalled = got["elapsed_s"], got["stalled_s"]
+    elapsed, stalled, done = got["elapsed_s"], got["stalled_s"], got["attempted"]
     # The last datagram is due at (total-1)/pps, so a perfect sender takes that long.
     ideal = (total - 1) / pps if total > 1 else 0.0
-    achieved = (total - 1) / elapsed if elapsed > 0 and total > 1 else pps
-    paced = (total - 1) / (elapsed - stalled) if elapsed > stalled and total > 1 else achieved
+    achieved = (done - 1) / elapsed if elapsed > 0 and done > 1 else pps
+    paced = (done - 1) / (elapsed - stalled) if elapsed > stalled and done > 1 else achieved
     return {
         "probe": "udpprobe-send",
         "host": host,
         "size": size,
         "offered_pps": pps,
-        "attempted": total,
-        "sent": total - got["eagain"] - got["refused"] - got["unreachable"],
+        "attempted": done,
+        "sent": done - got["eagain"] - got["refused"] - got["unreachable"],
+        "scheduled": total,
+        "cut_short": done < total,
+        "deadline_s": deadline_s,
         "eagain": got["eagain"],
         "refused": got["refused"],
         "unreachable": got["unreachable"],
@@ -240,8 +253,9 @@ def send(host: str, port: int, size: int, pps: float, duration_s: float, max_bur
 
 
 def _pace(sendf: Callable[[bytes], int], payload: bytes, total: int, pps: float,
-          max_burst: int, spin: bool) -> dict[str, Any]:
-    """`send`'s loop: `total` datagrams at `pps`; what it counted, and when it ran."""
+          max_burst: int, spin: bool, deadline_s: float | None = None) -> dict[str, Any]:
+    """`send`'s loop: `total` datagrams at `pps` (fewer when `deadline_s` seconds pass first);
+    what it counted, and when it ran."""
     perf = time.perf_counter
     sleep = time.sleep
     i = eagain = refused = unreachable = 0
@@ -249,8 +263,11 @@ def _pace(sendf: Callable[[bytes], int], payload: bytes, total: int, pps: float,
     stalls = 0
     start_ns = time.perf_counter_ns()
     t0 = start = perf()  # t0: the schedule (delayed when behind); start: the real start
+    end = math.inf if deadline_s is None else start + deadline_s
     while i < total:
         now = perf()
+        if now >= end:
+            break
         due = min(total, int((now - t0) * pps) + 1)
         if due <= i:
             wait = (i - (now - t0) * pps) / pps
@@ -283,7 +300,7 @@ def _pace(sendf: Callable[[bytes], int], payload: bytes, total: int, pps: float,
         i = due
     elapsed = perf() - start
     end_ns = time.perf_counter_ns()
-    return {"eagain": eagain, "refused": refused, "unreachable": unreachable,
+    return {"attempted": i, "eagain": eagain, "refused": refused, "unreachable": unreachable,
             "elapsed_s": elapsed, "max_lag_s": max_lag, "stalls": stalls, "stalled_s": stalled,
             "start_ns": start_ns, "end_ns": end_ns, "end_realtime_ns": time.time_ns()}
 
@@ -402,9 +419,11 @@ def main(argv_: Sequence[str] | None = None) -> int:
     p.add_argument("--max-burst", type=int, default=4)
     p.add_argument("--pacing", choices=PACINGS, default="auto")
     p.add_argument("--align", type=float, default=0.0)
+    p.add_argument("--deadline", type=float, default=None)
     a = p.parse_args(argv_)
     if a.role == "send":
-        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst, a.pacing, a.align)
+        doc = send(a.host, a.port, a.size, a.pps, a.duration, a.max_burst, a.pacing, a.align,
+                   a.deadline)
     else:
         doc = recv(a.host, a.port, a.idle, a.max_wait, a.timestamps)
     probe.emit(doc, a.out)

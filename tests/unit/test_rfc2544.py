@@ -335,3 +335,33 @@ def test_the_guess_from_loss_is_on_the_resolution_grid() -> None:
 
     c = throughput_search(stalled_first, max_rate=6.4557e6, resolution=res, max_late_s=0.007)
     assert [t.offered for t in c.trials][1:] == [t.offered for t in a.trials][1:]
+
+
+def test_a_late_failure_is_run_again_only_when_near_the_limit() -> None:
+    from testbed.measure.kinds.rfc2544 import LATE_RETRY_FACTOR, queued, with_retries
+
+    calls: list[float] = []
+
+    def scripted(*outs: TrialOutcome) -> Callable[[float], TrialOutcome]:
+        it = iter(outs)
+
+        def once(rate: float) -> TrialOutcome:
+            calls.append(rate)
+            return next(it)
+        return once
+
+    def late(seconds: float) -> TrialOutcome:
+        return TrialOutcome(100.0, 100.0, 200, 200, late_s=seconds, duration_s=2.0, paced=100.0)
+
+    allowed = 0.007
+    deep = late(allowed * LATE_RETRY_FACTOR * 1.01)  # a queue built up over the trial
+    near = late(allowed * 1.5)  # a moment's deschedule could do that
+    assert queued(deep, allowed) and not queued(near, allowed)
+    assert with_retries(scripted(deep), 100.0, allowed) is deep and len(calls) == 1
+    calls.clear()
+    ok = late(0.001)
+    assert with_retries(scripted(near, ok), 100.0, allowed) is ok and len(calls) == 2
+    calls.clear()
+    # a late failure near the limit is still run twice more, and the third verdict stands
+    assert with_retries(scripted(near, near, deep), 100.0, allowed).late_s == deep.late_s
+    assert len(calls) == 3

@@ -352,3 +352,34 @@ def test_udp_sender_counts_a_stall_apart_from_its_pace(monkeypatch: pytest.Monke
     assert doc["stalls"] >= 1 and doc["stalled_s"] >= 0.02  # 60 datagrams due at once
     assert doc["achieved_pps"] < doc["paced_pps"]  # sent less in all, not slower
     assert doc["achieved_pps"] < 0.95 * 2000
+
+
+def test_udp_sender_with_a_deadline_offers_what_it_can_in_that_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sender too slow for its rate (here: every datagram takes 1 ms) stops at its deadline
+    and says how many it offered, instead of sending them all at its own pace."""
+    real_send = socket.socket.send
+
+    def slow_send(self: socket.socket, data: Any, *args: Any) -> int:
+        time.sleep(0.001)
+        return real_send(self, data, *args)
+
+    monkeypatch.setattr(socket.socket, "send", slow_send)
+    port = _free_udp_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", port))
+        t0 = time.monotonic()
+        doc = udpprobe.send("127.0.0.1", port, 10, pps=5000, duration_s=0.2, pacing="sleep",
+                            deadline_s=0.21)
+        took = time.monotonic() - t0
+    assert doc["scheduled"] == 1000 and doc["cut_short"] is True
+    assert 20 < doc["attempted"] < 1000 and doc["sent"] == doc["attempted"]
+    assert took < 0.6  # all 1000 at ~1 ms each would take ~1 s
+    assert doc["achieved_pps"] == pytest.approx((doc["attempted"] - 1) / doc["elapsed_s"])
+    # on schedule, the deadline changes nothing
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        rx.bind(("127.0.0.1", port))
+        monkeypatch.setattr(socket.socket, "send", real_send)
+        doc = udpprobe.send("127.0.0.1", port, 10, pps=500, duration_s=0.2, pacing="sleep",
+                            deadline_s=0.21)
+    assert doc["attempted"] == doc["scheduled"] == 100 and doc["cut_short"] is False

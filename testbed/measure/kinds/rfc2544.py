@@ -24,6 +24,19 @@ PACE_SLACK = 1e-4
 (0.01 %: clean trials end within 0.003 %, a sender held up for about a millisecond 0.02-0.05 %)."""
 
 
+DEADLINE_SLACK = 0.05
+"""A sender stops `duration` x (1 + this) after its start, sent or not: one on schedule ends
+before that (its last datagram is due at `duration`), one too slow for the rate offers what it
+can in about the trial's duration (RFC 2544 section 24: a trial lasts its duration) instead of
+sending every datagram asked at its own pace (a 2-s step at 64 B and 1 Gbit/s lasted 16 s)."""
+
+LATE_RETRY_FACTOR = 3.0
+"""A trial that lost nothing but whose last datagram came more than this many times the
+allowed lateness after the sender ended is not run again: a queue that deep built up over the
+trial (the offered rate above what the device carries), and reruns found it again; a moment's
+deschedule of the sender or receiver leaves a few milliseconds, near the limit."""
+
+
 def hiccup(out: search.TrialOutcome, slack: float) -> bool:
     """True when the sender stalled, or paced short of the offered rate by more than `slack`
     (but less than the 2 % that marks a generator too slow, which reruns cannot cure)."""
@@ -33,12 +46,18 @@ def hiccup(out: search.TrialOutcome, slack: float) -> bool:
     return too_slow <= out.pace < out.offered * (1.0 - slack)
 
 
+def queued(out: search.TrialOutcome, late_s: float) -> bool:
+    """True when the last datagram came so late (`LATE_RETRY_FACTOR`) that a queue built up."""
+    return out.late_s is not None and out.late_s > LATE_RETRY_FACTOR * late_s
+
+
 def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late_s: float,
                  retries: int = 2, stall_retries: int = 4,
                  pace_slack: float = 1.0) -> search.TrialOutcome:
     """Run once; rerun (up to `retries` times) a trial that lost nothing but failed by
     lateness, or whose generator fell short: on a shared machine a descheduled sender or
     receiver can look like that for a moment; real overload (or a generator too slow) stays so.
+    A trial late by more than `LATE_RETRY_FACTOR` times `late_s` failed for good.
     A trial whose sender stalled, or ended more than `pace_slack` behind its schedule (a
     hold-up too short to count as a stall), did not offer the stream asked (and a hold-up lets
     the queue drain, so its verdict can be wrong either way near the limit): it is run again,
@@ -51,7 +70,8 @@ def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late
             out = once(rate)
             continue
         short = out.generator_short(search.GENERATOR_TOLERANCE)
-        if tries >= retries or (not short and (out.lost or search.passed(out, 0.0, late_s))):
+        if tries >= retries or (not short and (out.lost or search.passed(out, 0.0, late_s)
+                                               or queued(out, late_s))):
             return out
         tries += 1
         again = once(rate)
@@ -97,7 +117,8 @@ def udp_trial(
             sent = base.run_client(
                 tb, p["client"],
                 udpprobe.send_argv(ctx.python, host=dst, port=rx.port, size=data, pps=pps,
-                                   duration_s=duration),
+                                   duration_s=duration,
+                                   deadline_s=duration * (1.0 + DEADLINE_SLACK)),
                 timeout_s=duration * 3 + 30, what="udp sender")
             udpprobe.senders_done(rx.proc)
             got = rx.result(duration + 30)
@@ -116,7 +137,7 @@ def udp_trial(
             extra={
                 "sender": {
                     k: sent[k] for k in ("eagain", "elapsed_s", "achieved_pps", "max_lag_s",
-                                         "stalls")
+                                         "stalls", "cut_short")
                     if k in sent
                 },
                 "receiver_rcvbuf_drops": got["rcvbuf_drops"],
