@@ -15,6 +15,12 @@ in those runs times its full trials, the VM tier's share divided by `--workers` 
 side. Quick trials are shorter than full ones (durations, counts), so the projection is a
 lower bound; it shows where the time goes and what a cut saves.
 
+Part 3 (`--compare-runs BEFORE AFTER`): two databases of full runs of one paper, before and
+after a cut (e.g. results/reproductions/PAPER.sqlite kept from the published run, and the
+next): per measurement the trials' summed wall time before and after and the ratio, and how
+many cells have the same median of their primary metric (throughput, or the median RTT/OWD)
+with the largest relative difference; then the runs' spans.
+
 Part 2 (`--check-exact N`, as root; boots virtual-clock guests): the first N cells of
 gamess-morales' OWD grid (IPv4, ethernet, routers 0.., payloads 10..1480 B, 1000 exchanges),
 each measured three times in one guest with $TESTBED_EXACT_ONCE=0, then the same cells once
@@ -202,6 +208,66 @@ def part2(a: argparse.Namespace) -> dict[str, Any]:
             "medians": runs}
 
 
+PRIMARY = ("throughput_bps", "receiver_bps", "rtt_median_us", "owd_median_us", "rtt_median_ms")
+"""The metric a cell is compared on in part 3 (the first one a trial has)."""
+
+
+def run_walls(db: Path) -> dict[str, Any]:
+    """Per measurement: ok trials, summed trial seconds, and per cell (group) the primary
+    metric of each repetition; plus the run's span (first start to last finish)."""
+    per: dict[str, dict[str, Any]] = defaultdict(lambda: {"trials": 0, "seconds": 0.0,
+                                                          "cells": defaultdict(list)})
+    first, last = float("inf"), 0.0
+    with closing(results.connect(db)) as con:
+        for t in results.trials(con):
+            if t.status != "ok":
+                continue
+            m = per[f"{t.experiment}/{t.measurement}"]
+            m["trials"] += 1
+            m["seconds"] += t.finished - t.started
+            first, last = min(first, t.started), max(last, t.finished)
+            key = next((k for k in PRIMARY if k in t.metrics), None)
+            if key is not None:
+                m["cells"][t.group_key].append(float(t.metrics[key]))
+    return {"measurements": per, "span_s": max(0.0, last - first)}
+
+
+def part3(before: Path, after: Path) -> dict[str, Any]:
+    """Two runs of one profile (before and after a cut): time per measurement and ratio, and
+    how many cells have the same median of their primary metric (and the largest difference)."""
+    b, a = run_walls(before), run_walls(after)
+    print(f"\n{'measurement':<34} {'trials':>6} {'before':>9} {'after':>9} {'ratio':>6}   "
+          f"{'cells same median':>17} {'largest difference':>18}")
+    doc: dict[str, Any] = {}
+    for name in sorted(set(b["measurements"]) | set(a["measurements"])):
+        mb, ma = b["measurements"].get(name), a["measurements"].get(name)
+        if mb is None or ma is None:
+            print(f"{name:<34} only in {'after' if mb is None else 'before'}")
+            continue
+        same = n = 0
+        worst = 0.0
+        for cell, vals in mb["cells"].items():
+            other = ma["cells"].get(cell)
+            if not other:
+                continue
+            n += 1
+            x, y = statistics.median(vals), statistics.median(other)
+            same += x == y
+            if x:
+                worst = max(worst, abs(y - x) / abs(x))
+        ratio = ma["seconds"] / mb["seconds"] if mb["seconds"] else 0.0
+        print(f"{name:<34} {ma['trials']:>6} {mb['seconds'] / 60:>7.1f} m "
+              f"{ma['seconds'] / 60:>7.1f} m {ratio:>6.2f}   {f'{same} of {n}':>17} "
+              f"{100 * worst:>16.2f} %")
+        doc[name] = {"trials": ma["trials"], "before_s": round(mb["seconds"], 1),
+                     "after_s": round(ma["seconds"], 1), "cells": n, "same_median": same,
+                     "largest_difference": worst}
+    print(f"{'run (first start to last finish)':<34} {'':>6} {b['span_s'] / 60:>7.1f} m "
+          f"{a['span_s'] / 60:>7.1f} m {a['span_s'] / b['span_s'] if b['span_s'] else 0:>6.2f}")
+    doc["span_s"] = {"before": round(b["span_s"]), "after": round(a["span_s"])}
+    return doc
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", type=Path, action="append", default=[],
@@ -209,11 +275,16 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2, help="guests side by side (default 2)")
     p.add_argument("--check-exact", type=int, default=0, metavar="N",
                    help="measure N OWD cells three times and once on the virtual clock")
+    p.add_argument("--compare-runs", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
+                   help="databases of two full runs of one paper (before and after a cut): "
+                   "time per measurement, ratio, and cells whose median is the same")
     p.add_argument("--json", type=Path, help="also write the numbers here")
     a = p.parse_args()
     doc: dict[str, Any] = {"plan": part1(a)}
     if a.check_exact:
         doc["exact"] = part2(a)
+    if a.compare_runs:
+        doc["runs"] = part3(*a.compare_runs)
     if a.json:
         a.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0

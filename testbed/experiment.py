@@ -7,6 +7,7 @@ The experiment files themselves (loading, checking, the trials they expand to) a
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import fidelity, results, waiting
+from testbed import fidelity, netlink, results, waiting
 from testbed.api import TestbedLike
 from testbed.errors import TestbedError
 from testbed.experiment_spec import (
@@ -191,18 +192,27 @@ def _clock_doc(guest_started: float) -> dict[str, Any]:
             "guest_time": {"started": guest_started, "finished": time.time()}}
 
 
+def trial_netns(tb: TestbedLike) -> frozenset[int]:
+    """The inodes of the topology's network namespaces (a trial's daemons run there)."""
+    found = (netlink.netns_inode(tb.netns(n)) for n in tb.topology.node_names)
+    return frozenset(i for i in found if i is not None)
+
+
 class HostWatch:
     """The machine over one trial, on the real clock only (its fidelity record): the CPU
     counters before and after, and a thread timing its own wakeups meanwhile."""
 
-    def __init__(self, clock: Mapping[str, Any]) -> None:
+    def __init__(self, clock: Mapping[str, Any], netns: frozenset[int] = frozenset()) -> None:
         self.clock = str(clock.get("clock") or "real")
         self.window: dict[str, Any] | None = None
+        self.netns = netns  # the trial's network namespaces (inodes): what runs there is its
         self._before: cpu.HostSample | None = None
+        self._census: dict[int, cpu.ProcEntry] = {}
         self._wake: cpu.WakeProbe | None = None
 
     def __enter__(self) -> HostWatch:
         if self.clock == "real":
+            self._census = cpu.census()
             self._before = cpu.sample_host()
             self._wake = cpu.WakeProbe()
             self._wake.start()
@@ -211,7 +221,10 @@ class HostWatch:
     def __exit__(self, *exc: object) -> None:
         if self._before is not None and self._wake is not None:
             wake = self._wake.stop()
-            self.window = {**cpu.host_window(self._before, cpu.sample_host()), "wake": wake}
+            window = cpu.host_window(self._before, cpu.sample_host())
+            others = cpu.others_share(self._census, cpu.census(), window["seconds"],
+                                      window["ncpu"], os.getpid(), self.netns)
+            self.window = {**window, **others, "wake": wake}
 
     def record(self, result: Mapping[str, Any]) -> dict[str, Any]:
         if self.window is None:
@@ -230,7 +243,7 @@ def _one(con: sqlite3.Connection, run_id: str, exp: Experiment, t: TrialPlan, tb
         guest_started = time.time()
         try:
             # what the trial starts (servers, files, rules) ends with it
-            with HostWatch(results.clock_info()) as watch, tb.scope():
+            with HostWatch(results.clock_info(), trial_netns(tb)) as watch, tb.scope():
                 m = do_trial(tb, t, ctx)
             quality = watch.record(m.result)
         except Exception as exc:  # any failure is this trial's, never the run's

@@ -31,6 +31,19 @@ had OWD 18-30 % / iperf3 6-11 % beside nothing of ours and 13-19 % / 4-10 % besi
 hogs: it does not tell them apart (a trial's own spinning probes and the other job fill the same
 CPUs); wakeup lateness does."""
 
+MAX_OTHERS_PERCENT = 10.0
+"""Above this share of all CPUs taken by user-space processes not of the trial (`others_percent`:
+neither this process's descendants nor anything in the trial's namespaces) while almost no CPU
+was idle (`MAX_IDLE_WITH_OTHERS`), the trial shared the machine: what the other job took, the
+trial did not get, yet its wakeups can stay on time. Measured (docs/measurements.md): zeadally's
+64-byte UDP cell alone, others 0.1-0.2 %, idle 27-28 %, 49.2 Mbit/s; beside a busy loop at nice
+19, others 17-26 %, idle 0-2 %, 39-41 Mbit/s, wakeups p90 0.12-0.16 ms (not flagged before)."""
+
+MAX_IDLE_WITH_OTHERS = 10.0
+"""Other processes' CPU makes a trial suspect only when less than this share of all CPUs was
+idle: with CPUs to spare the other job took nothing the trial wanted (zeadally's 1024-byte UDP
+cell beside the same busy loop: others 50 %, idle 26-29 %, 93.7-93.9 Mbit/s as alone)."""
+
 MAX_WAKE_P90_US = 1000.0
 """Above this 90th percentile of a sleeping thread's wakeup lateness over the trial, a process
 of the trial waking to send or answer waited for a CPU: iperf3 smoke trials had 0.1-2.3 ms
@@ -91,6 +104,8 @@ class Reruns:
 
 THRESHOLDS: dict[str, float | None] = {
     "min_headroom_percent": MIN_HEADROOM_PERCENT,
+    "max_others_percent": MAX_OTHERS_PERCENT,
+    "max_idle_with_others": MAX_IDLE_WITH_OTHERS,
     "max_wake_p90_us": MAX_WAKE_P90_US,
     "max_sender_short": MAX_SENDER_SHORT,
     "max_stalled_share": MAX_STALLED_SHARE,
@@ -171,6 +186,14 @@ def reasons(window: Mapping[str, Any], sender: Mapping[str, Any] | None,
     head = _num(window.get("headroom_percent"))
     if MIN_HEADROOM_PERCENT is not None and head is not None and head < MIN_HEADROOM_PERCENT:
         out.append(f"CPU headroom {head:.1f} % < {MIN_HEADROOM_PERCENT:g} %")
+    others, idle = _num(window.get("others_percent")), _num(window.get("idle_percent"))
+    if (others is not None and others > MAX_OTHERS_PERCENT and idle is not None
+            and idle < MAX_IDLE_WITH_OTHERS):
+        top = window.get("others_top")
+        names = ", ".join(f"{n} {p:.0f} %" for n, p in top) if isinstance(top, list) else ""
+        out.append(f"other processes took {others:.1f} % of the CPUs > {MAX_OTHERS_PERCENT:g} %"
+                   + (f" ({names})" if names else "")
+                   + f" with {idle:.1f} % idle < {MAX_IDLE_WITH_OTHERS:g} %")
     wake = window.get("wake")
     p90 = _num(wake.get("p90_us")) if isinstance(wake, Mapping) else None
     if p90 is not None and p90 > MAX_WAKE_P90_US:

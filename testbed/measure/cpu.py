@@ -1,6 +1,7 @@
 """CPU during a trial: machine softirq/system time (/proc/stat), a process's (/proc/PID/stat), and
-the host's headroom over a whole trial (idle share, CPU pressure stall time: `HostSample`) and
-how late a sleeping thread wakes meanwhile (`WakeProbe`)."""
+the host's headroom over a whole trial (idle share, CPU pressure stall time: `HostSample`, and
+what processes not of the trial took: `census`) and how late a sleeping thread wakes meanwhile
+(`WakeProbe`)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,88 @@ def parse_pid_stat(text: str) -> tuple[int, int]:
     rest = text[text.rindex(")") + 2 :].split()
     # rest[0] is field 3 (state); utime and stime are fields 14 and 15.
     return int(rest[11]), int(rest[12])
+
+
+PF_KTHREAD = 0x00200000
+"""/proc/PID/stat `flags` bit of a kernel thread."""
+
+
+@dataclass(frozen=True)
+class ProcEntry:
+    """One process in a `census`: CPU ticks so far (user + system), parent, start time (ticks
+    after boot: with the pid, who it is), network namespace inode, name, kernel thread or not."""
+
+    ticks: int
+    ppid: int
+    start: int
+    netns: int | None
+    comm: str
+    kthread: bool
+
+
+def parse_census_stat(text: str) -> tuple[str, int, int, int, int]:
+    """(comm, ppid, flags, utime + stime, starttime) from one /proc/PID/stat."""
+    comm = text[text.index("(") + 1 : text.rindex(")")]
+    rest = text[text.rindex(")") + 2 :].split()
+    # rest[0] is field 3 (state): ppid 4, flags 9, utime 14, stime 15, starttime 22
+    return comm, int(rest[1]), int(rest[6]), int(rest[11]) + int(rest[12]), int(rest[19])
+
+
+def census(proc: Path = Path("/proc")) -> dict[int, ProcEntry]:
+    """Every process now (those that vanish while read are left out)."""
+    out: dict[int, ProcEntry] = {}
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            comm, ppid, flags, ticks, start = parse_census_stat((d / "stat").read_text())
+        except (OSError, ValueError, IndexError):
+            continue
+        try:
+            netns: int | None = os.stat(d / "ns" / "net").st_ino
+        except OSError:
+            netns = None
+        out[int(d.name)] = ProcEntry(ticks, ppid, start, netns, comm,
+                                     bool(flags & PF_KTHREAD) or ppid == 2 or int(d.name) == 2)
+    return out
+
+
+def others_share(before: dict[int, ProcEntry], after: dict[int, ProcEntry], seconds: float,
+                 ncpu: int, root: int, netns: frozenset[int], hz: int | None = None,
+                 top: int = 3) -> dict[str, Any]:
+    """The CPU that user-space processes not of the trial took between two censuses, percent
+    of all CPUs, and the `top` takers by name. The trial's: `root` (this process) and its
+    descendants, and anything in one of its network namespaces (`netns`: daemons that left
+    their parent). Kernel threads are not counted (the trial's forwarding runs in them). A
+    process that ended between the censuses is missed: this is a lower bound."""
+    hz = hz or os.sysconf("SC_CLK_TCK")
+
+    def ours(pid: int, table: dict[int, ProcEntry]) -> bool:
+        seen = 0
+        while pid > 1 and seen < 64:
+            if pid == root:
+                return True
+            e = table.get(pid)
+            if e is None:
+                return False
+            if e.netns is not None and e.netns in netns:
+                return True
+            pid, seen = e.ppid, seen + 1
+        return False
+
+    taken: dict[str, float] = {}
+    for pid, e in after.items():
+        if e.kthread or ours(pid, after):
+            continue
+        b = before.get(pid)
+        used = e.ticks - b.ticks if b is not None and b.start == e.start else e.ticks
+        if used > 0:
+            taken[e.comm] = taken.get(e.comm, 0.0) + used
+    span = seconds * max(ncpu, 1) * hz
+    pct = {k: 100.0 * v / span for k, v in taken.items()} if span > 0 else {}
+    return {"others_percent": sum(pct.values()),
+            "others_top": [[k, round(v, 2)] for k, v in
+                           sorted(pct.items(), key=lambda kv: -kv[1])[:top]]}
 
 
 def machine_share(before: CpuTimes, after: CpuTimes) -> dict[str, float]:

@@ -19,6 +19,8 @@ from testbed.parallel import read_share
 
 
 class _Topology:
+    node_names: tuple[str, ...] = ()  # no namespaces: the fake builds none
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": "fake"}
 

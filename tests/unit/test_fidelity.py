@@ -312,3 +312,65 @@ def test_the_report_says_what_it_left_out(tmp_path: Path) -> None:
     assert [r.mean for r in fig.rows] == [50.0]
     html = rep.html.read_text()
     assert "left out of verdicts" in html and "wakeups 4000 µs late" in html
+
+
+def _entry(ticks: int, ppid: int, netns: int = 1, comm: str = "x", start: int = 5,
+           kthread: bool = False) -> cpu.ProcEntry:
+    return cpu.ProcEntry(ticks, ppid, start, netns, comm, kthread)
+
+
+def test_others_share_counts_only_processes_not_of_the_trial() -> None:
+    root = 100
+    before = {
+        100: _entry(50, 1, comm="testbed"),
+        101: _entry(10, 100, comm="iperf3"),  # a child of the trial
+        200: _entry(0, 1, netns=77, comm="dnsmasq"),  # a daemon that left us, in our netns
+        300: _entry(1000, 1, comm="qemu"),  # another job
+        400: _entry(5, 2, comm="ksoftirqd/0", kthread=True),  # forwarding: kernel thread
+        500: _entry(40, 1, comm="old"),  # ends before the second census
+        600: _entry(70, 1, comm="reused", start=5),  # its pid taken by a new process later
+    }
+    after = {
+        100: _entry(150, 1, comm="testbed"),
+        101: _entry(200, 100, comm="iperf3"),
+        102: _entry(30, 101, comm="grandchild"),  # a descendant started meanwhile
+        200: _entry(300, 1, netns=77, comm="dnsmasq"),
+        300: _entry(1100, 1, comm="qemu"),  # 100 ticks over 1 s of 2 CPUs at 100 Hz: 50 %
+        400: _entry(900, 2, comm="ksoftirqd/0", kthread=True),
+        600: _entry(20, 1, comm="reused", start=9),  # 20 ticks since it started: 10 %
+    }
+    got = cpu.others_share(before, after, 1.0, 2, root, frozenset({77}), hz=100)
+    assert got["others_percent"] == pytest.approx(60.0)
+    assert got["others_top"] == [["qemu", 50.0], ["reused", 10.0]]
+    # nothing of ours, nothing else: 0
+    assert cpu.others_share(after, after, 1.0, 2, root, frozenset({77}), hz=100)[
+        "others_percent"] == 0.0
+
+
+def test_census_of_this_machine_finds_this_process() -> None:
+    import os
+
+    table = cpu.census()
+    me = table[os.getpid()]
+    assert not me.kthread and me.netns is not None and me.ticks >= 0
+    assert any(e.kthread for e in table.values()) or len(table) < 5  # kernel threads show
+    comm, ppid, flags, ticks, start = cpu.parse_census_stat(
+        "42 (a (odd) name) S 7 42 42 0 -1 4194560 1 0 0 0 11 22 0 0 20 0 1 0 999 0 0")
+    assert (comm, ppid, flags, ticks, start) == ("a (odd) name", 7, 4194560, 33, 999)
+
+
+def test_another_job_taking_cpu_makes_a_trial_suspect() -> None:
+    top = [["qemu-system-x86", 34.6], ["sshd", 0.4]]
+    busy = fidelity.record({**QUIET_HOST, "idle_percent": 0.4, "others_percent": 35.0,
+                            "others_top": top}, {})
+    assert busy["verdict"] == fidelity.SUSPECT
+    assert busy["reasons"] == ["other processes took 35.0 % of the CPUs > 10 % "
+                               "(qemu-system-x86 35 %, sshd 0 %) with 0.4 % idle < 10 %"]
+    # with CPUs to spare, the other job took nothing the trial wanted
+    spare = fidelity.record({**QUIET_HOST, "idle_percent": 27.0, "others_percent": 50.0,
+                             "others_top": top}, {})
+    assert spare["verdict"] == fidelity.OK
+    quiet = fidelity.record({**QUIET_HOST, "idle_percent": 0.0, "others_percent": 2.0,
+                             "others_top": []}, {})
+    assert quiet["verdict"] == fidelity.OK
+    assert quiet["thresholds"]["max_others_percent"] == fidelity.MAX_OTHERS_PERCENT
