@@ -374,3 +374,14 @@ def test_another_job_taking_cpu_makes_a_trial_suspect() -> None:
                              "others_top": []}, {})
     assert quiet["verdict"] == fidelity.OK
     assert quiet["thresholds"]["max_others_percent"] == fidelity.MAX_OTHERS_PERCENT
+
+
+def test_late_wakeups_of_a_trial_alone_on_the_machine_are_its_own_load() -> None:
+    late = {"p90_us": 2700.0}
+    alone = fidelity.record({**QUIET_HOST, "wake": late, "others_percent": 0.2}, {})
+    assert alone["verdict"] == fidelity.OK
+    shared = fidelity.record({**QUIET_HOST, "wake": late, "others_percent": 5.0}, {})
+    assert shared["reasons"] == ["wakeups 2700 µs late (p90) > 1000 µs"]
+    older = fidelity.record({**QUIET_HOST, "wake": late}, {})  # no census: judged as before
+    assert older["verdict"] == fidelity.SUSPECT
+    assert alone["thresholds"]["min_others_for_wake"] == fidelity.MIN_OTHERS_FOR_WAKE
