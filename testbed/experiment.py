@@ -205,7 +205,7 @@ class HostWatch:
     def __init__(self, clock: Mapping[str, Any], netns: frozenset[int] = frozenset()) -> None:
         self.clock = str(clock.get("clock") or "real")
         self.window: dict[str, Any] | None = None
-        self.netns = netns  # the trial's network namespaces (inodes): what runs there is its
+        self.netns = netns  # inodes of the trial's namespaces: what runs there is the trial's
         self._before: cpu.HostSample | None = None
         self._census: dict[int, cpu.ProcEntry] = {}
         self._wake: cpu.WakeProbe | None = None
