@@ -318,19 +318,75 @@ def judge_share(k: int, n: int, tolerance: str, what: str, *, least: float = 0.5
     return Outcome(status, ev, reason, n, share, (lo, hi), tolerance)
 
 
+ONE_SIDE = 0.025
+"""The level of each one-sided test behind a 95 % interval: wholly on one side of a bound."""
+
+
+def p_beyond(e: Effect, expect: Expect, bound: float) -> float:
+    """The one-sided p of the effect lying on the wrong side of a claim's tolerance (below
+    `bound` for "above", above it for "below", outside ±bound for "within"): the test whose
+    rejection at 2.5 % is what `judge`'s 95 % interval wholly on the wrong side means. An effect
+    without a standard error (exact numbers, a search's grid) decides by its interval alone:
+    0 when it lies wholly beyond, else 1."""
+    if e.log_se == 0 or not math.isfinite(e.log_se):
+        bad = {"above": e.high < bound, "below": e.low > bound}.get(
+            expect, e.low > bound or e.high < -bound)
+        return 0.0 if bad else 1.0
+    from scipy import stats as sps
+
+    df = e.df if math.isfinite(e.df) else 1e6
+    lr = math.log1p(e.value)
+    over = float(sps.t.sf((lr - math.log1p(bound)) / e.log_se, df))  # shown above bound
+    if expect == "below":
+        return over
+    under_at = math.log1p(bound) if expect == "above" else (
+        math.log1p(-bound) if bound < 1 else -math.inf)
+    under = float(sps.t.cdf((lr - under_at) / e.log_se, df)) if math.isfinite(under_at) else 1.0
+    return under if expect == "above" else min(over, under)
+
+
+def refuted(effects: Sequence[Effect | None], expect: Expect, bound: float) -> list[bool]:
+    """Which cells refute a claim about every cell. Each cell is beyond when its 95 % interval
+    lies wholly on the wrong side (`judge`); with k cells that happens to some cell by noise
+    alone up to k times as often (gometz-2015's go:3, uncorrected over seven sizes, was refuted
+    in one full run of three, 28 Nov). So with two or more cells the claim is refuted, at 2.5 %
+    in all (each half of it): where a cell stays beyond after Holm's correction (its `p_beyond`),
+    one cell far off; or where more cells are beyond than noise would put there (a binomial
+    tail at 2.5 % a cell below 1.25 %: e.g. 2 of 7), many cells a little off, each on few
+    repetitions. One cell: its interval's rule, as `judge`."""
+    from scipy import stats as sps
+
+    known = [(i, e) for i, e in enumerate(effects) if e is not None]
+    beyond = [{"above": e.high < bound, "below": e.low > bound}.get(
+        expect, e.low > bound or e.high < -bound) for _, e in known]
+    out = [False] * len(effects)
+    if len(known) == 1:
+        out[known[0][0]] = beyond[0]
+        return out
+    level = ONE_SIDE / 2
+    adj = holm([p_beyond(e, expect, bound) for _, e in known])
+    many = sum(beyond) > 0 and float(sps.binom.sf(sum(beyond) - 1, len(known), ONE_SIDE)) < level
+    for (i, _), b, p in zip(known, beyond, adj, strict=True):
+        out[i] = b and (many or p < level)
+    return out
+
+
 def judge_all(cells: Sequence[tuple[str, Effect | None]], expect: Expect, bound: float,
               tolerance: str, what: str, needs: str = "two or more repetitions per cell"
               ) -> Outcome:
-    """A claim about every cell: holds when every cell's interval holds (`judge`), does not
-    hold when some cell's interval is wholly on the wrong side; else inconclusive. n, effect
-    and interval are the worst cell's (farthest from the claimed side)."""
+    """A claim about every cell: holds when every cell's interval holds (`judge`; an
+    intersection-union test, no correction needed), does not hold when some cell's interval is
+    wholly on the wrong side after Holm's correction over the cells (`refuted`); else
+    inconclusive. n, effect and interval are the worst cell's (farthest from the claimed
+    side)."""
     if not cells:
         return Outcome("inconclusive", f"{what}: no cells", "evidence short: needs cells",
                        tolerance=tolerance)
     verdicts = [(label, e, judge(e, expect, bound, tolerance, label, needs))
                 for label, e in cells]
     statuses = {o.status for _, _, o in verdicts}
-    status: Status = ("does not hold" if "does not hold" in statuses else "holds"
+    beyond = refuted([e for _, e, _ in verdicts], expect, bound)
+    status: Status = ("does not hold" if any(beyond) else "holds"
                       if statuses == {"holds"} else "inconclusive")
 
     def badness(e: Effect | None) -> float:
@@ -342,9 +398,16 @@ def judge_all(cells: Sequence[tuple[str, Effect | None]], expect: Expect, bound:
     ev = f"{what}: " + "; ".join(
         f"{label} {pct(e.value)} ({pct(e.low)} … {pct(e.high)})" if e else f"{label} no interval"
         for label, e, _ in verdicts)
+    loose = sum(o.status == "does not hold" for _, _, o in verdicts) - sum(beyond)
+    if len(verdicts) > 1:
+        wrong = [label for (label, _, _), b in zip(verdicts, beyond, strict=True) if b]
+        ev += (f"; wrong side after Holm's correction over {len(verdicts)} cells: "
+               f"{', '.join(wrong) or 'none'}")
     short = [label for label, e, _ in verdicts if e is None]
     reason = "" if status != "inconclusive" else (
         f"evidence short at {', '.join(short)}: needs {needs}" if short else
+        f"{loose} cell(s) beyond the tolerance by their own interval, not after Holm's "
+        f"correction over {len(verdicts)} cells: more repetitions would decide it" if loose else
         "an interval straddles the tolerance: more repetitions would narrow it")
     return Outcome(status, ev, reason, sum(e.n for _, e, _ in verdicts if e) or None,
                    worst.value if worst else None,
@@ -453,4 +516,8 @@ def against(values: Sequence[float], reference: float, exact: bool = False,
     ci = mean_ci(rel, exact)
     if ci is None:
         return None
-    return Effect(ci.value, ci.low, ci.high, ci.n, 0.0, math.inf)
+    if ci.n < 2 or ci.high == ci.low or 1 + ci.value <= 0:
+        return Effect(ci.value, ci.low, ci.high, ci.n, 0.0, math.inf)
+    # its standard error on the log scale (delta method), for `p_beyond` across cells
+    se = (ci.high - ci.low) / (2 * _t(ci.n - 1)) / (1 + ci.value)
+    return Effect(ci.value, ci.low, ci.high, ci.n, se, float(ci.n - 1))

@@ -67,6 +67,43 @@ def test_tost_and_holm() -> None:
     assert verdict.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
 
 
+def test_one_cell_beyond_by_noise_among_many_does_not_refute_every_cell_claims() -> None:
+    """judge_all and go:1/go:3 refute "every cell" only where a cell is beyond the tolerance
+    after Holm's correction over the cells: one interval wholly beyond among seven is what
+    noise alone gives one run in ~six (gometz-2015's go:3 in one full run of three, 28 Nov);
+    a cell far beyond refutes, and so do more cells beyond than noise would put there; one
+    cell alone is judged by its interval, as before."""
+    near = verdict.ratio([100.0, 101.0, 99.0], [108.0, 109.0, 107.0])  # +8 %, just beyond
+    assert near is not None and near.low > 0.05
+    same = verdict.ratio([100.0, 101.0, 99.0], [100.2, 101.2, 99.2])
+    assert same is not None
+    assert 0.0025 < verdict.p_beyond(near, "within", 0.05) < verdict.ONE_SIDE
+    alone = verdict.judge_all([("a", near)], "within", 0.05, "t", "x")
+    assert alone.status == "does not hold"  # one cell: the interval's rule, unchanged
+    seven = [("near", near), *[(f"c{i}", same) for i in range(6)]]
+    out = verdict.judge_all(seven, "within", 0.05, "t", "x")
+    assert out.status == "inconclusive", out
+    assert "not after Holm's correction over 7 cells" in out.reason
+    assert verdict.refuted([near, same, same, None], "within", 0.05) == [False] * 4
+    assert verdict.refuted([near, None], "within", 0.05) == [True, False]
+    far = verdict.ratio([100.0, 101.0, 99.0], [130.0, 131.0, 129.0])
+    assert far is not None and verdict.p_beyond(far, "within", 0.05) < 1e-4
+    out = verdict.judge_all([("far", far), *seven[1:]], "within", 0.05, "t", "x")
+    assert out.status == "does not hold" and "correction over 7 cells: far" in out.evidence
+    # many cells each a little beyond on two repetitions (df = 1: no one cell survives Holm):
+    # more cells beyond than noise puts there refutes
+    two = verdict.ratio([100.0, 101.0], [109.0, 110.0])
+    assert two is not None and two.low > 0.05 and verdict.p_beyond(two, "within", 0.05) > 0.0125
+    assert verdict.refuted([two, two, same, same], "within", 0.05) == [True, True, False, False]
+    assert verdict.refuted([two, same, same, same], "within", 0.05) == [False] * 4
+    # one-sided claims: the wrong side only
+    assert verdict.p_beyond(far, "above", 0.0) > 0.99
+    assert verdict.p_beyond(far, "below", 0.0) < 1e-4
+    # exact numbers (no standard error) decide by their interval, no correction
+    exact = verdict.ratio([100.0], [106.0], exact=True)
+    assert exact is not None and verdict.refuted([exact] * 7, "within", 0.05) == [True] * 7
+
+
 def test_slope_and_sign_test() -> None:
     s = verdict.slope([1, 2, 3, 4], [2.0, 4.1, 5.9, 8.0])
     assert s is not None and s.low > 1.5 and s.high < 2.5

@@ -21,7 +21,15 @@ from testbed.report.claims import (
     size_of,
     verdict,
 )
-from testbed.report.verdict import cells_ratio, describe_effect, holm, ratio, slope, tost_p
+from testbed.report.verdict import (
+    cells_ratio,
+    describe_effect,
+    holm,
+    ratio,
+    refuted,
+    slope,
+    tost_p,
+)
 from testbed.results import TrialRow
 
 
@@ -65,19 +73,21 @@ def go_1(d: Data) -> Outcome:
              if e is None]
     known = [e for e in effects if e is not None]
     adj = holm([tost_p(e, GO1_MARGIN) for e in known])
-    outside = [e for e in known if e.low > GO1_MARGIN or e.high < -GO1_MARGIN]
+    beyond = refuted(known, "within", GO1_MARGIN)
+    outside = [e for e, r in zip(known, beyond, strict=True) if r]
     equivalent = not short and all(p < 0.05 for p in adj)
     adv = cells_ratio([(a, b) for _, _, a, b, _ in cells],
                       exact=all(exact for *_, exact in cells))
     ev = (f"{len(cells)} cells; equivalent within ±{GO1_MARGIN:.0%} (Holm-corrected TOST p < "
           f"0.05) in {sum(p < 0.05 for p in adj)}/{len(cells)}"
           + (f"; no interval (one repetition) at {', '.join(short)}" if short else "")
-          + (f"; {len(outside)} cells differ beyond the margin" if outside else ""))
+          + (f"; {len(outside)} cells differ beyond the margin (Holm-corrected)" if outside
+             else ""))
     if adv is not None:
         ev += f"; IPv4's advantage pooled: {describe_effect(adv)}"
-    refuted = bool(outside) or (adv is not None and adv.high < 0)
+    wrong = bool(outside) or (adv is not None and adv.high < 0)
     shown = equivalent and adv is not None and adv.low > 0
-    status: Status = "does not hold" if refuted else "holds" if shown else "inconclusive"
+    status: Status = "does not hold" if wrong else "holds" if shown else "inconclusive"
     reason = "" if status != "inconclusive" else (
         "needs two or more repetitions per frame size" if short or adv is None else
         "equivalence or IPv4's advantage is not shown at this precision: more repetitions "
@@ -156,7 +166,7 @@ def go_3(d: Data) -> Outcome:
     known = [e for e in effects if e is not None]
     ahead6 = sum(e.high < 0 for e in known)  # IPv6 shown above IPv4 (e: IPv4 over IPv6, less 1)
     adj = holm([tost_p(e, CLOSE) for e in known])
-    outside = sum(e.low > CLOSE or e.high < -CLOSE for e in known)
+    outside = sum(refuted(known, "within", CLOSE))
     equivalent = len(known) == len(effects) and all(p < 0.05 for p in adj)
     status: Status = ("does not hold" if outside or ahead6 >= len(sizes) / 2 else "holds"
                       if equivalent else "inconclusive")
