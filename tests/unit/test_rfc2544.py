@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from testbed.measure.rfc2544_search import (
+    GENERATOR_TOLERANCE,
     TrialOutcome,
     frame_loss_rate,
     passed,
@@ -365,3 +366,45 @@ def test_a_late_failure_is_run_again_only_when_near_the_limit() -> None:
     # a late failure near the limit is still run twice more, and the third verdict stands
     assert with_retries(scripted(near, near, deep), 100.0, allowed).late_s == deep.late_s
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("held", [0.9806, 0.9795, 0.97])
+def test_a_sender_held_to_its_line_rate_above_it_is_credited_the_line_rate_every_run(
+        held: float) -> None:
+    """Offered 1.02 x the line rate, a sender on a link of that line rate sends the line rate
+    (less a stall): 0.9806 of the offer, 0.06 % above the 2 % generator tolerance. A 10-ms
+    stall (0.9795) flipped the cell from "max_rate" (credited 1.02 x the line rate) to
+    "generator" (what was sent): a 2 % jump between runs in a cell whose answer is the line
+    rate. With `medium` both are short of nothing and credited the line rate."""
+    line = 962.29e6
+
+    def trial(rate: float) -> TrialOutcome:
+        achieved = min(rate, line) * (held / 0.9806 if rate > line else 1.0)
+        sent = round(achieved / 12000 * 2)
+        return TrialOutcome(rate, achieved, sent, sent, late_s=0.0, duration_s=2.0,
+                            paced=min(rate, line) * 1.0005, stalled_s=0.01)
+
+    old = throughput_search(trial, max_rate=1.02 * line, resolution=0.01 * line)
+    new = throughput_search(trial, max_rate=1.02 * line, resolution=0.01 * line, medium=line)
+    assert new.limited_by == "max_rate" and new.throughput == line and len(new.trials) == 1
+    assert "the medium's rate" in new.note
+    assert new.sent == pytest.approx(line * held / 0.9806)
+    if held < 0.98:  # without `medium`: the old flip
+        assert old.limited_by == "generator" and old.throughput is not None
+        assert old.throughput < line
+    else:
+        assert old.limited_by == "max_rate" and old.throughput == pytest.approx(1.02 * line)
+    # a sender slower than the line rate by more than the tolerance is still short
+    slow = throughput_search(lambda r: trial(r) if r <= line else TrialOutcome(
+        r, 0.9 * line, 100, 100, late_s=0.0, duration_s=2.0), max_rate=1.02 * line,
+        resolution=0.01 * line, medium=line)
+    assert slow.trials[0].generator_short(GENERATOR_TOLERANCE, line)
+    assert slow.limited_by != "max_rate"
+
+
+def test_the_line_rate_caps_the_credit_of_every_passing_trial() -> None:
+    out = TrialOutcome(1.01e9, 0.9996e9, 100, 100, duration_s=2.0)
+    assert out.target(1e9) == 1e9 and out.target() == 1.01e9
+    assert out.credited(medium=1e9) == 1e9
+    assert out.credited() == 0.9996e9  # 1 % short of the offer: what was sent
+    assert not out.generator_short(0.02) and not out.generator_short(0.001, 1e9)

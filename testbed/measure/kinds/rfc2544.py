@@ -37,13 +37,13 @@ trial (the offered rate above what the device carries), and reruns found it agai
 deschedule of the sender or receiver leaves a few milliseconds, near the limit."""
 
 
-def hiccup(out: search.TrialOutcome, slack: float) -> bool:
+def hiccup(out: search.TrialOutcome, slack: float, medium: float | None = None) -> bool:
     """True when the sender stalled, or paced short of the offered rate by more than `slack`
     (but less than the 2 % that marks a generator too slow, which reruns cannot cure)."""
     if out.stalled_s > 0:
         return True
-    too_slow = out.offered * (1.0 - search.GENERATOR_TOLERANCE)
-    return too_slow <= out.pace < out.offered * (1.0 - slack)
+    target = out.target(medium)
+    return target * (1.0 - search.GENERATOR_TOLERANCE) <= out.pace < target * (1.0 - slack)
 
 
 def queued(out: search.TrialOutcome, late_s: float) -> bool:
@@ -53,7 +53,8 @@ def queued(out: search.TrialOutcome, late_s: float) -> bool:
 
 def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late_s: float,
                  retries: int = 2, stall_retries: int = 4,
-                 pace_slack: float = 1.0) -> search.TrialOutcome:
+                 pace_slack: float = 1.0, medium: float | None = None
+                 ) -> search.TrialOutcome:
     """Run once; rerun (up to `retries` times) a trial that lost nothing but failed by
     lateness, or whose generator fell short: on a shared machine a descheduled sender or
     receiver can look like that for a moment; real overload (or a generator too slow) stays so.
@@ -61,15 +62,16 @@ def with_retries(once: Callable[[float], search.TrialOutcome], rate: float, late
     A trial whose sender stalled, or ended more than `pace_slack` behind its schedule (a
     hold-up too short to count as a stall), did not offer the stream asked (and a hold-up lets
     the queue drain, so its verdict can be wrong either way near the limit): it is run again,
-    up to `stall_retries` times, until one keeps to its schedule; the last stands if none did."""
+    up to `stall_retries` times, until one keeps to its schedule; the last stands if none did.
+    `medium`: the sender's own line rate (`TrialOutcome.target`), where `rate` may be above it."""
     out = once(rate)
     tries = stalls = 0
     while True:
-        if stalls < stall_retries and hiccup(out, pace_slack):
+        if stalls < stall_retries and hiccup(out, pace_slack, medium):
             stalls += 1
             out = once(rate)
             continue
-        short = out.generator_short(search.GENERATOR_TOLERANCE)
+        short = out.generator_short(search.GENERATOR_TOLERANCE, medium)
         if tries >= retries or (not short and (out.lost or search.passed(out, 0.0, late_s)
                                                or queued(out, late_s))):
             return out
@@ -88,8 +90,10 @@ def udp_trial(
     n: int,
     data: int,
     retries: int = 2,
+    medium: float | None = None,
 ) -> Callable[[float], search.TrialOutcome]:
-    """A trial function for the search: offer `rate` bit/s of IP payload (n bytes a datagram)."""
+    """A trial function for the search: offer `rate` bit/s of IP payload (n bytes a datagram);
+    `medium`: the sender's line rate (see `with_retries`)."""
     duration = float(p["duration"])
     dst = tb.address(p["server"], ip_v)
     listen = base.listen_address(tb, p["server"], ip_v)
@@ -103,7 +107,7 @@ def udp_trial(
     pace_slack = PACE_SLACK if virtual else 1.0
 
     def trial(rate: float) -> search.TrialOutcome:
-        return with_retries(once, rate, late_s, retries, stall_retries, pace_slack)
+        return with_retries(once, rate, late_s, retries, stall_retries, pace_slack, medium)
 
     def once(rate: float) -> search.TrialOutcome:
         pps = rate / (8.0 * n)
@@ -160,6 +164,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measur
     n, data = base.ip_payload_and_data(p, ip_v)
     link = base.bottleneck_bps(tb)
     given_max = units.rate(p.get("max_rate"), zero=True)
+    medium: float | None = None  # the line rate where the search starts above it
     # RFC 2544 section 26.3: the frame loss test starts at the maximum rate of the medium (the
     # model's line rate at the bottleneck link), not at the zero-loss throughput
     if given_max is not None:
@@ -167,11 +172,11 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measur
     elif link is not None:
         from testbed.models import max_throughput_bps
 
-        line_rate = max_throughput_bps(n, link, ip_v)
+        line_rate = medium = max_throughput_bps(n, link, ip_v)
         max_rate = 1.02 * line_rate
     else:
         max_rate = line_rate = 1e9
-    trial = udp_trial(tb, p, ctx, ip_v, n, data)
+    trial = udp_trial(tb, p, ctx, ip_v, n, data, medium=medium)
     metrics: dict[str, float] = {"ip_payload": n, "udp_data": data}
     result: dict[str, Any] = {
         "ip_payload": n,
@@ -184,7 +189,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measur
         if p["test"] in ("throughput", "both"):
             res = search.throughput_search(trial, max_rate=max_rate,
                                            resolution=float(p["resolution"]) * max_rate,
-                                           max_late_s=max_late_s(p))
+                                           max_late_s=max_late_s(p), medium=medium)
             result["throughput"] = res.to_dict()
             if res.throughput is not None:
                 metrics["throughput_bps"] = res.throughput
