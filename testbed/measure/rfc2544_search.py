@@ -12,6 +12,10 @@ LimitedBy = Literal["device", "generator", "max_rate", "nothing_passed"]
 GENERATOR_TOLERANCE = 0.02
 """How far below the offered rate a generator may send before it counts as too slow."""
 
+MODEL_NEAR = 0.03
+"""How close to the line rate the first trial's delivered rate must be for the search to try
+the line rate's grid points first (`_Search.at_line`)."""
+
 
 @dataclass(frozen=True)
 class TrialOutcome:
@@ -225,19 +229,56 @@ class _Search:
         if self.short(first):
             self.generator_max = first.achieved
         self.hi, self.hi_short = self.max_rate, self.short(first)
-        if guess_from_loss and first.sent:
+        if guess_from_loss and first.sent and not self.at_line(first):
             self.guess(first)
 
-    def guess(self, first: TrialOutcome) -> None:
-        """Try just under the rate that got through the first (failing) trial."""
+    @staticmethod
+    def delivered(first: TrialOutcome) -> float:
+        """The fraction of the first trial's stream the device sustained."""
         delivered = first.received / first.sent
         if first.late_s and first.duration_s and delivered >= 1.0:
             # everything arrived, late: the sustained rate is about sent / (time + lateness);
             # the queue drained while the sender stalled, so the lateness hides the stalls
             late = first.late_s + first.stalled_s
             delivered = first.duration_s / (first.duration_s + late)
+        return delivered
+
+    def at_line(self, first: TrialOutcome) -> bool:
+        """Bracket the search by the model where the first trial says the device carried about
+        the line rate (`medium`; within `MODEL_NEAR`): try the highest grid point at or below
+        it, then the one above. A device at the line rate closes the bracket in these two
+        trials (the loss guess, 0.5 % under what got through, left 3-4 grid steps to bisect at
+        a resolution of 0.2 %); the answer is the same, the highest grid point that passes
+        (`next_rate`). False where the model does not apply (nothing run) or the line rate's
+        grid point failed (the loss guess then goes on below it)."""
+        if self.medium is None or self.short(first) or not first.sent:
+            return False
+        carried = first.credited(self.credit_tolerance) * self.delivered(first)
+        if carried < (1.0 - MODEL_NEAR) * self.medium:
+            return False
+        res = self.resolution
+        for k in (0, 1):
+            rate = (math.floor(self.medium / res + 1e-6) + k) * res
+            if not (self.lo < rate < self.hi) or rate <= self.min_rate:
+                break
+            out = self.run(rate)
+            if self.passed(out) and not self.short(out):
+                self.lo, self.lo_tested = rate, True
+                continue
+            if self.passed(out):  # the generator fell short: leave it to the bisection
+                break
+            self.hi, self.hi_short = rate, self.short(out)
+            self.device_failed = self.device_failed or not self.hi_short
+            break
+        return self.lo_tested  # the line rate's grid point failed: the loss guess goes on
+
+    def guess(self, first: TrialOutcome) -> None:
+        """Try just under the rate that got through the first (failing) trial."""
+        delivered = self.delivered(first)
         # on the resolution's grid, so a lateness a few µs different picks the same rate
-        guess = self.credited(first) * delivered * 0.995
+        # of what the sender offered (not capped at the medium: what got through is a share
+        # of what was sent)
+        guess = first.credited(self.credit_tolerance) * delivered * 0.995
         guess = math.floor(guess / self.resolution) * self.resolution
         if not self.min_rate < guess < self.hi - self.resolution:
             return

@@ -408,3 +408,32 @@ def test_the_line_rate_caps_the_credit_of_every_passing_trial() -> None:
     assert out.credited(medium=1e9) == 1e9
     assert out.credited() == 0.9996e9  # 1 % short of the offer: what was sent
     assert not out.generator_short(0.02) and not out.generator_short(0.001, 1e9)
+
+
+@pytest.mark.parametrize("capacity", [0.9, 0.975, 0.9899, 0.9996, 1.0, 1.0004, 1.03])
+@pytest.mark.parametrize("queue", [0.0, 0.004])
+def test_a_search_bracketed_by_the_line_rate_gives_the_same_answer_in_fewer_trials(
+        capacity: float, queue: float) -> None:
+    """With the line rate known (`medium`), a first trial that shows the device carrying
+    about it tries the line rate's grid point and the one above: the same answer (the highest
+    grid point that passes), in 3 trials where the device is at the line rate (was 6)."""
+    line = 10e6
+    kw: dict[str, float] = {"max_rate": 1.02 * line, "resolution": 0.002 * 1.02 * line,
+                            "max_late_s": 0.007}
+
+    def dev() -> Callable[[float], TrialOutcome]:
+        return device(capacity * line, generator_max=line * 1.0005,
+                      queue=queue * line)
+
+    plain = throughput_search(dev(), **kw)
+    model = throughput_search(dev(), medium=line, **kw)
+    if plain.limited_by == "max_rate":  # the first passed: credited the line rate, not 1.02 x
+        assert model.limited_by == "max_rate" and model.throughput == line
+    else:
+        assert model.throughput == plain.throughput and model.limited_by == plain.limited_by
+    assert len(model.trials) <= len(plain.trials) + 1  # a device far below: one probe more
+    if capacity < 0.97:  # the model does not apply: the very same path (the loss guess of what
+        # the sender offered, not of the line rate)
+        assert [t.offered for t in model.trials] == [t.offered for t in plain.trials]
+    if 0.998 <= capacity <= 1.0 and len(plain.trials) > 1:  # (a deep queue: the first passes)
+        assert len(model.trials) == 3 and len(plain.trials) >= 5
