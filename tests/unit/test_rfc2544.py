@@ -437,3 +437,18 @@ def test_a_search_bracketed_by_the_line_rate_gives_the_same_answer_in_fewer_tria
         assert [t.offered for t in model.trials] == [t.offered for t in plain.trials]
     if 0.998 <= capacity <= 1.0 and len(plain.trials) > 1:  # (a deep queue: the first passes)
         assert len(model.trials) == 3 and len(plain.trials) >= 5
+
+
+def test_a_pass_credited_the_line_rate_ends_the_search() -> None:
+    """A shaper's bucket lets a 2-s trial of tiny datagrams pass a little above the line rate
+    (gamess-morales' 10-byte cells: up to 1.0037 x). Credited the line rate (no more can be),
+    it ends the search: 3 trials, not 6, and every repetition the line rate itself."""
+    line = 1.19048e6
+    kw: dict[str, float] = {"max_rate": 1.02 * line, "resolution": 0.002 * 1.02 * line,
+                            "max_late_s": 0.007}
+    plain = throughput_search(device(1.003 * line), **kw)
+    model = throughput_search(device(1.003 * line), medium=line, **kw)
+    assert model.throughput == line and model.limited_by == "device"
+    assert "nothing above it can be credited" in model.note
+    assert len(model.trials) == 3 and len(plain.trials) >= 5
+    assert plain.throughput is not None and line < plain.throughput < 1.003 * line
