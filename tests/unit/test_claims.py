@@ -237,6 +237,22 @@ def test_gm9_does_not_hold_above_the_model() -> None:
     assert status("gm:9", over) == "does not hold"
 
 
+def test_a_search_that_never_bisected_reads_no_grid() -> None:
+    """A gigabit cell credited the line rate at its first trial (`max_rate`) in every
+    repetition is the line rate, not "+0.0 % (−1.0 … +1.0 %)" by a 1 % grid the search never
+    walked: gm:9 ("below +1 %") holds on it; a bisected cell keeps its step."""
+    def search_row(limited_by: str, value: float, step: float) -> TrialRow:
+        return row("rfc2544", {"throughput_bps": value, "generator_limited": 0.0},
+                   {"topology.rate": "gigabit", "topology.routers": 0, "ip_payload": 1480},
+                   {"ip": 4}, qdiscs=NETEM,
+                   result={"throughput": {"limited_by": limited_by, "resolution": step}})
+    line = models.max_throughput_bps(1480, 1e9, 4)
+    top = [search_row("max_rate", line, 0.01 * 1.02 * line) for _ in range(3)]
+    assert status("gm:9", top) == "holds"
+    walked = [search_row("device", line, 0.01 * 1.02 * line) for _ in range(3)]
+    assert status("gm:9", walked) == "inconclusive"  # the grid's +1.02 % reaches past +1 %
+
+
 # --- quintero-2016 -----------------------------------------------------------------------------
 
 MECHS = ("native4", "native6", "6to4", "isatap", "nat64-tayga", "nat64-jool")

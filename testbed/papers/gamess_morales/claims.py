@@ -105,12 +105,19 @@ def _gm_thr_cells(d: Data, exclude_limited: bool = True
 
 
 def _gm_steps(d: Data) -> dict[tuple[Any, ...], float]:
-    """(rate, ip, ip_payload) -> the zero-loss searches' resolution (bit/s): each result is
-    known to that step (verdict.against). None stored (printed numbers): no entry."""
+    """(rate, ip, ip_payload) -> the zero-loss searches' resolution (bit/s): each result found
+    by bisection is known to that step (verdict.against). None stored (printed numbers): no
+    entry. A search that ended at its first trial (`max_rate`: no loss at the top, credited
+    the line rate) read no grid, nor did one the generator capped (what it sent): no step from
+    those — else a cell at exactly the line rate in every repetition was "+0.0 % (−1.0 …
+    +1.0 %)" at gigabit's 1 % resolution, and gm:9's "below +1 %" inconclusive by the grid of
+    a search that never bisected."""
     out: dict[tuple[Any, ...], float] = {}
     for r in d.select("rfc2544"):
         doc = r.result.get("throughput") if isinstance(r.result, dict) else None
         step = doc.get("resolution") if isinstance(doc, dict) else None
+        if isinstance(doc, dict) and doc.get("limited_by") in ("max_rate", "generator"):
+            continue
         if isinstance(step, int | float) and step > 0:
             key = (rate_bps(r), int(param(r, "ip")), size_of(r))
             out[key] = max(out.get(key, 0.0), float(step))
