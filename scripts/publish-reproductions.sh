@@ -45,10 +45,12 @@ for paper in "${PAPERS[@]}"; do
         wall=0
         mapfile -t runs < <("$PY" -c 'import sqlite3, sys
 for (r,) in sqlite3.connect(sys.argv[1]).execute("select run_id from runs order by started"): print(r)' "$db")
+        prev=$(cat "$out/run.json" 2>/dev/null || echo '{}')  # its load, kept below
         rm -rf "$out"
         echo "publish-reproductions: $paper: the report again from $db (${#runs[@]} runs) -> $out"
         "$T" report --db "$db" "${runs[@]/#/--run=}" --out "$out" || rc=$?
     else
+        prev='{}'
         rm -rf "$out" "$db" "$db-wal" "$db-shm"
         load=$(cut -d' ' -f1-3 /proc/loadavg)
         start=$(date +%s)
@@ -57,9 +59,9 @@ for (r,) in sqlite3.connect(sys.argv[1]).execute("select run_id from runs order 
         wall=$(( $(date +%s) - start ))
     fi
     [ -f "$out/ledger.json" ] || { echo "publish-reproductions: $paper wrote no report (exit $rc)" >&2; exit 1; }
-    "$PY" - "$out/run.json" "$paper" "${QUICK[*]:-full}" "$wall" "$load" "$rc" "$db" "$REPORT_ONLY" <<'EOF'
+    "$PY" - "$out/run.json" "$paper" "${QUICK[*]:-full}" "$wall" "$load" "$rc" "$db" "$REPORT_ONLY" "$prev" <<'EOF'
 import json, os, platform, subprocess, sqlite3, sys, time
-path, paper, profile, wall, load, rc, db, report_only = sys.argv[1:]
+path, paper, profile, wall, load, rc, db, report_only, prev_doc = sys.argv[1:]
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                         text=True).stdout.strip()
 dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
@@ -86,6 +88,13 @@ if report_only == "true":
                wall_note="the runs' first start to last finish, from the database",
                report_written_again={"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                      "commit": commit})
+    # the load the measuring run saw, from its own run.json when this one replaces it
+    try:
+        seen = json.loads(prev_doc).get("machine", {}).get("load_before")
+    except (ValueError, AttributeError):
+        seen = None
+    if isinstance(seen, str) and not seen.startswith("not recorded"):
+        doc["machine"]["load_before"] = seen
 with open(path, "w") as f:
     json.dump(doc, f, indent=1)
     f.write("\n")
