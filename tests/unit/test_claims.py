@@ -239,7 +239,7 @@ def test_gm9_does_not_hold_above_the_model() -> None:
 
 def test_a_search_that_never_bisected_reads_no_grid() -> None:
     """A gigabit cell credited the line rate at its first trial (`max_rate`) in every
-    repetition is the line rate, not "+0.0 % (−1.0 … +1.0 %)" by a 1 % grid the search never
+    repetition is the line rate, not "+0.0 % (-1.0 … +1.0 %)" by a 1 % grid the search never
     walked: gm:9 ("below +1 %") holds on it; a bisected cell keeps its step."""
     def search_row(limited_by: str, value: float, step: float) -> TrialRow:
         return row("rfc2544", {"throughput_bps": value, "generator_limited": 0.0},
