@@ -191,6 +191,16 @@ def describe_effect(e: Effect) -> str:
     return f"effect {pct(e.value)} (95 % interval {pct(e.low)} … {pct(e.high)}; n = {e.n}{where})"
 
 
+def wrong_side(e: Effect, expect: Expect, bound: float) -> bool:
+    """The effect's 95 % interval lies wholly on the wrong side of a claim's tolerance: below
+    `bound` for "above", above it for "below", outside ±bound for "within"."""
+    if expect == "above":
+        return e.high < bound
+    if expect == "below":
+        return e.low > bound
+    return e.low > bound or e.high < -bound
+
+
 def judge(e: Effect | None, expect: Expect, bound: float, tolerance: str, what: str,
           needs: str = "two or more repetitions on each side") -> Outcome:
     """An effect against a stated tolerance. above: holds when the whole interval is above
@@ -202,16 +212,17 @@ def judge(e: Effect | None, expect: Expect, bound: float, tolerance: str, what: 
                        tolerance=tolerance)
     ev = f"{what}: {describe_effect(e)}"
     if expect == "above":
-        ok, bad = e.low > bound, e.high < bound
+        ok = e.low > bound
         rule = f"needs the interval above {pct(bound)}"
     elif expect == "below":
-        ok, bad = e.high < bound, e.low > bound
+        ok = e.high < bound
         rule = f"needs the interval below {pct(bound)}"
     else:
-        ok, bad = -bound <= e.low and e.high <= bound, e.low > bound or e.high < -bound
+        ok = -bound <= e.low and e.high <= bound
         ev += f"; TOST p = {tost_p(e, bound):.3g} for ±{bound:.0%}"
         rule = f"needs the interval inside ±{bound:.0%}"
-    status: Status = "holds" if ok else "does not hold" if bad else "inconclusive"
+    status: Status = ("holds" if ok else "does not hold" if wrong_side(e, expect, bound)
+                      else "inconclusive")
     reason = "" if status != "inconclusive" else (
         f"the interval straddles the tolerance ({rule}): more repetitions would narrow it")
     return Outcome(status, ev, reason, e.n, e.value, (e.low, e.high), tolerance)
@@ -329,9 +340,7 @@ def p_beyond(e: Effect, expect: Expect, bound: float) -> float:
     without a standard error (exact numbers, a search's grid) decides by its interval alone:
     0 when it lies wholly beyond, else 1."""
     if e.log_se == 0 or not math.isfinite(e.log_se):
-        bad = {"above": e.high < bound, "below": e.low > bound}.get(
-            expect, e.low > bound or e.high < -bound)
-        return 0.0 if bad else 1.0
+        return 0.0 if wrong_side(e, expect, bound) else 1.0
     from scipy import stats as sps
 
     df = e.df if math.isfinite(e.df) else 1e6
@@ -357,8 +366,7 @@ def refuted(effects: Sequence[Effect | None], expect: Expect, bound: float) -> l
     from scipy import stats as sps
 
     known = [(i, e) for i, e in enumerate(effects) if e is not None]
-    beyond = [{"above": e.high < bound, "below": e.low > bound}.get(
-        expect, e.low > bound or e.high < -bound) for _, e in known]
+    beyond = [wrong_side(e, expect, bound) for _, e in known]
     out = [False] * len(effects)
     if len(known) == 1:
         out[known[0][0]] = beyond[0]
