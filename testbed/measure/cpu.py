@@ -1,4 +1,5 @@
-"""CPU during a trial: machine softirq/system time (/proc/stat), a process's (/proc/PID/stat), and
+"""CPU during a trial: machine softirq/system time (/proc/stat), a process's (/proc/PID/stat and,
+exact to the nanosecond, the scheduler's run time of its threads: /proc/PID/task/*/schedstat), and
 the host's headroom over a whole trial (idle share, CPU pressure stall time: `HostSample`, and
 what processes not of the trial took: `census`) and how late a sleeping thread wakes meanwhile
 (`WakeProbe`)."""
@@ -141,14 +142,34 @@ def machine_share(before: CpuTimes, after: CpuTimes) -> dict[str, float]:
 
 
 def process_percent(
-    before: tuple[int, int], after: tuple[int, int], seconds: float, hz: int
+    before: tuple[int, int], after: tuple[int, int], seconds: float, hz: int,
+    ran_ns: int | None = None,
 ) -> dict[str, float]:
-    """A process's CPU use over `seconds`, in percent of one CPU (user, system, total)."""
+    """A process's CPU use over `seconds`, in percent of one CPU (user, system, total). The
+    user/system split is from clock ticks (1/hz s: a process using less than a tick a second
+    reads 0 in most intervals); `ran_ns`, the scheduler's exact run time over the interval
+    where known, gives the total instead of their sum."""
     if seconds <= 0:
         return {"user": 0.0, "system": 0.0, "total": 0.0}
     u = 100.0 * (after[0] - before[0]) / hz / seconds
     s = 100.0 * (after[1] - before[1]) / hz / seconds
-    return {"user": u, "system": s, "total": u + s}
+    total = u + s if ran_ns is None else 100.0 * ran_ns / 1e9 / seconds
+    return {"user": u, "system": s, "total": total}
+
+
+def run_ns(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """Nanoseconds the scheduler ran all of `pid`'s present threads so far (the first field of
+    each /proc/PID/task/TID/schedstat); None when the process is gone or the kernel lacks
+    schedstat. A thread that ended in between is missed."""
+    from testbed.measure.probe import schedstat
+
+    folder = proc / str(pid) / "task"
+    try:
+        tids = [t.name for t in folder.iterdir()]
+    except OSError:
+        return None
+    runs = [got[0] for tid in tids if (got := schedstat(int(tid), str(folder))) is not None]
+    return sum(runs) if runs else None
 
 
 class CpuSampler:
@@ -156,7 +177,8 @@ class CpuSampler:
 
     Kernel forwarding has no process: its cost shows as softirq (and system) time of the whole
     machine, which is what `machine` reports. `processes` reports userspace translators (e.g.
-    TAYGA) by pid, separately, in percent of one CPU.
+    TAYGA) by pid, separately, in percent of one CPU: the total from the scheduler's run time
+    (`run_ns`) where the kernel has it, else from clock ticks.
     """
 
     def __init__(self, pids: dict[str, int] | None = None, proc: Path = Path("/proc")) -> None:
@@ -166,6 +188,7 @@ class CpuSampler:
         self._t0 = 0.0
         self._m0: CpuTimes | None = None
         self._p0: dict[str, tuple[int, int]] = {}
+        self._r0: dict[str, int] = {}
 
     def _read_pid(self, pid: int) -> tuple[int, int] | None:
         try:
@@ -178,11 +201,14 @@ class CpuSampler:
 
         self._t0 = time.monotonic()
         self._m0 = parse_proc_stat((self.proc / "stat").read_text())
-        self._p0 = {}
+        self._p0, self._r0 = {}, {}
         for name, pid in self.pids.items():
             got = self._read_pid(pid)
             if got is not None:
                 self._p0[name] = got
+            ran = run_ns(pid, self.proc)
+            if ran is not None:
+                self._r0[name] = ran
 
     def stop(self) -> dict[str, Any]:
         import time
@@ -195,8 +221,11 @@ class CpuSampler:
         procs: dict[str, Any] = {}
         for name, pid in self.pids.items():
             a, b = self._p0.get(name), self._read_pid(pid)
+            r0, r1 = self._r0.get(name), run_ns(pid, self.proc)
+            ran = r1 - r0 if r0 is not None and r1 is not None and r1 >= r0 else None
             if a is not None and b is not None:
-                procs[name] = {"pid": pid, **process_percent(a, b, seconds, self.hz)}
+                procs[name] = {"pid": pid, **process_percent(a, b, seconds, self.hz, ran),
+                               "total_from": "ticks" if ran is None else "schedstat"}
             else:
                 procs[name] = {"pid": pid, "error": "process not readable (exited?)"}
         return {
@@ -206,7 +235,8 @@ class CpuSampler:
             "machine_note": "whole machine, % of all CPUs: kernel forwarding shows as softirq "
             "and system",
             "processes": procs,
-            "processes_note": "userspace processes by pid, % of one CPU",
+            "processes_note": "userspace processes by pid, % of one CPU; total from the "
+            "scheduler's run time in ns (schedstat) where known, user/system from clock ticks",
         }
 
 

@@ -201,6 +201,8 @@ def test_cpu_sampler_on_this_machine() -> None:
     doc = s.stop()
     assert "softirq" in doc["machine_percent"]
     assert doc["processes"]["self"]["pid"] == os.getpid()
+    assert doc["processes"]["self"]["total_from"] == "schedstat"
+    assert doc["processes"]["self"]["total"] > 0  # sum(range(100000)) is far below a tick
     assert "error" in doc["processes"]["gone"]
 
 
@@ -227,3 +229,16 @@ def test_stackcost_probe_on_loopback_times_every_operation() -> None:
                "udp_send", "tcp_echo"):
         assert doc[op]["n"] == 50 and doc[op]["median_us"] > 0, op
     assert doc["tcp_echo"]["median_us"] > doc["udp_send"]["median_us"]
+
+
+def test_a_process_total_is_the_schedulers_run_time_where_known(tmp_path: Path) -> None:
+    """Clock ticks read 0 for a process using a few ms a second (the CI failure of 28 Nov:
+    TAYGA at 10 Mbit/s for 1 s read 0 %); the run time of its threads is exact."""
+    for tid, ns in (("7", 3_000_000), ("8", 1_000_000)):
+        d = tmp_path / "7" / "task" / tid
+        d.mkdir(parents=True)
+        (d / "schedstat").write_text(f"{ns} 0 1\n")
+    assert cpu.run_ns(7, tmp_path) == 4_000_000
+    assert cpu.run_ns(9, tmp_path) is None
+    p = cpu.process_percent((0, 0), (0, 0), 1.0, 100, ran_ns=4_000_000)
+    assert p == {"user": 0.0, "system": 0.0, "total": pytest.approx(0.4)}
