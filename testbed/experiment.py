@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed import fidelity, netlink, results, waiting
+from testbed import fidelity, netlink, results, sequential, waiting
 from testbed.api import TestbedLike
 from testbed.errors import TestbedError
 from testbed.experiment_spec import (
@@ -54,6 +54,7 @@ class RunSummary:
     ran: int
     failed: int
     db: Path
+    spared: int = 0  # planned repetitions not run: their cell met its precision rule first
 
 
 def run_experiment(
@@ -90,20 +91,17 @@ def run_experiment(
 
     do_trial = run_trial or default_trial
     with closing(results.connect(db)) as con, _store_errors(con, db, exp):
-        run_id = results.unfinished_run(con, exp.name, exp.profile) if resume else None
-        if share is not None:
-            run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
-                                       results.provenance(), len(trials), run_id=share[0])
-        if run_id is None:
-            run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
-                                       results.provenance(), len(trials))
+        run_id = _run_id(con, exp, len(trials), resume, share)
         done = results.done_keys(con, run_id)
-        todo = [t for t in trials if t.key(run_id) not in done]
-        prog = progress or Progress(len(trials), len(trials) - len(todo))
+        spared = sequential.unneeded(con, run_id, trials)
+        todo = [t for t in trials if t.key(run_id) not in done | spared]
+        before = len(trials) - len(todo) - len(spared)
+        prog = progress or Progress(len(trials) - len(spared), before)
         if resume:
-            prog.note(f"resuming run {run_id}: {len(trials) - len(todo)} of {len(trials)} "
-                      "trials already done")
-        failed = 0
+            prog.note(f"resuming run {run_id}: {before} of {len(trials)} trials already done"
+                      + (f", {len(spared)} not needed (their cells are precise)"
+                         if spared else ""))
+        failed = ran = 0
         reruns = fidelity.Reruns(len(todo))
         for tp, group in itertools.groupby(todo, key=lambda t: t.topo):
             members = list(group)
@@ -115,22 +113,56 @@ def run_experiment(
                     topo_doc = tb.topology.to_dict()
                     qd = tb.qdiscs()
                     for t in members:
-                        failed += _one(con, run_id, exp, t, tb, topo_doc, qd, do_trial, ctx, prog,
-                                       reruns)
+                        if t.key(run_id) in spared:
+                            continue
+                        bad = _one(con, run_id, exp, t, tb, topo_doc, qd, do_trial, ctx, prog,
+                                   reruns)
+                        failed, ran = failed + bad, ran + 1 - bad
                         if on_commit is not None:
                             on_commit()
+                        spared |= _precise(con, run_id, t, members, spared, prog)
             except TestbedError as exc:
-                failed += _topology_failed(con, run_id, exp, members, f"topology {tp.label}",
-                                           exc, prog)
+                failed += _topology_failed(con, run_id, exp,
+                                           [t for t in members if t.key(run_id) not in spared],
+                                           f"topology {tp.label}", exc, prog)
                 if on_commit is not None:
                     on_commit()
         prog.close()
-        finished = not todo or all(t.key(run_id) in results.done_keys(con, run_id)
-                                   for t in trials)
-        if share is None and finished:
+        settled = results.done_keys(con, run_id) | spared
+        if share is None and all(t.key(run_id) in settled for t in trials):
             results.finish_run(con, run_id)
-        return RunSummary(run_id, len(trials), len(trials) - len(todo), len(todo) - failed,
-                          failed, db)
+        return RunSummary(run_id, len(trials), before, ran, failed, db,
+                          spared=len(spared & {t.key(run_id) for t in todo}))
+
+
+def _run_id(con: sqlite3.Connection, exp: Experiment, planned: int, resume: bool,
+            share: tuple[str, Collection[str]] | None) -> str:
+    """The run the trials go to: a share's own, the unfinished one resumed, or a new one."""
+    run_id = results.unfinished_run(con, exp.name, exp.profile) if resume else None
+    if share is not None:
+        run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
+                                   results.provenance(), planned, run_id=share[0])
+    if run_id is None:
+        run_id = results.start_run(con, exp.name, exp.profile, exp.to_dict(),
+                                   results.provenance(), planned)
+    return run_id
+
+
+def _precise(con: sqlite3.Connection, run_id: str, t: TrialPlan, members: Sequence[TrialPlan],
+             spared: set[str], prog: Progress) -> set[str]:
+    """After trial `t`: the rest of its cell when the cell now meets its measurement's
+    precision rule (`testbed.sequential`), which are then not run; else nothing."""
+    rule = t.measurement.precision
+    if rule is None:
+        return set()
+    cell = [x for x in members if x.measurement.name == t.measurement.name
+            and x.group_key == t.group_key]
+    more = sequential.unneeded(con, run_id, cell) - spared
+    if more:
+        prog.drop(len(more))
+        prog.note(f"precise: {t.label.rsplit(' #', 1)[0]} after #{t.repetition} "
+                  f"({rule.describe()}): {len(more)} more repetitions not run")
+    return more
 
 
 def trial_row(exp: Experiment, run_id: str, t: TrialPlan, *, started: float, finished: float,

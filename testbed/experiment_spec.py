@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from testbed import results
+from testbed import results, sequential
 from testbed.errors import SpecError, UsageError
 from testbed.measure import kinds
 from testbed.tomlfile import check_keys
@@ -23,7 +23,7 @@ TOP_KEYS = ("name", "description", "topology", "params", "sweep", "repetitions",
 'virtual' is the full-kernel tier on QEMU's instruction counter (`testbed vm --clock virtual`),
 which `testbed run` boots by itself."""
 PROFILE_KEYS = ("repetitions", "params", "sweep", "measurements")
-MEASUREMENT_META = ("kind", "description", "where", "repetitions")
+MEASUREMENT_META = ("kind", "description", "where", "repetitions", "precision")
 PROFILES = ("full", "quick")
 MAX_REPETITIONS = 1000
 MAX_TRIALS = 100_000
@@ -44,9 +44,10 @@ class MeasurementSpec:
     description: str = ""  # the experiment file's `description` of this measurement
     repetitions: int | None = None  # its own repetitions (else the experiment's)
     once: str = ""  # why each cell is measured once here (for_clock: exact on the virtual clock)
+    precision: sequential.Precision | None = None  # stop a cell's repetitions once it is precise
 
     def reps(self, default: int) -> int:
-        """How many times each of its points is measured."""
+        """How many times each of its points is measured (at most, with a `precision` rule)."""
         return self.repetitions or default
 
     def applies(self, tp: TopologyPoint) -> bool:
@@ -84,7 +85,9 @@ class Experiment:
             "measurements": [{"name": m.name, "kind": m.kind, "params": m.params,
                               "sweep": m.sweep, "where": m.where,
                               "description": m.description,
-                              **({"repetitions": 1, "once": m.once} if m.once else {})}
+                              **({"repetitions": 1, "once": m.once} if m.once else {}),
+                              **({"precision": m.precision.to_dict()}
+                                 if m.precision is not None and not m.once else {})}
                              for m in self.measurements],
         }
 
@@ -335,7 +338,10 @@ def _measurement(mname: str, mraw: Any, meas_sweep: Mapping[str, list[Any]], fil
         merged.pop(k, None)
     return MeasurementSpec(mname, kind.name, merged, own_sweep, _where(mraw, key, file),
                            _text(mraw, "description", file, "a line of text", key),
-                           _reps(mraw.get("repetitions"), file, f"{key}.repetitions"))
+                           _reps(mraw.get("repetitions"), file, f"{key}.repetitions"),
+                           precision=sequential.parse(mraw.get("precision"), file,
+                                                      f"{key}.precision",
+                                                      [m.name for m in kind.metrics]))
 
 
 def _reps(v: Any, file: str, key: str) -> int | None:
@@ -421,7 +427,7 @@ def for_clock(exp: Experiment, clock: str | None) -> Experiment:
         why = kinds.KINDS[m.kind].virtual_exact
         if (why and m.reps(exp.repetitions) > 1 and not m.once
                 and not any(m.applies(p) for p in budgeted)):
-            m = replace(m, repetitions=1, once=why)
+            m = replace(m, repetitions=1, once=why, precision=None)
         out.append(m)
     return replace(exp, measurements=out)
 

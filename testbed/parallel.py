@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from testbed import processes, results
+from testbed import processes, results, sequential
 from testbed.errors import UsageError
 from testbed.experiment import RunSummary, trial_row
 from testbed.experiment_spec import Experiment, TrialPlan, for_clock, plan
@@ -215,12 +215,6 @@ def store_row(con: sqlite3.Connection, row: Mapping[str, Any],
         return results.put_trial(con, {**row, "result": results.canonical(result)})
 
 
-def recorded_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
-    """Keys of the trials of a run that have a row, ok or error."""
-    return {str(r[0]) for r in con.execute("SELECT trial_key FROM trials WHERE run_id=?",
-                                           (run_id,))}
-
-
 def here() -> dict[str, Any]:
     """Where this process runs: host name and kernel release (a trial's placement)."""
     return {"host": platform.node(), "kernel": platform.release()}
@@ -383,7 +377,7 @@ class RunBook:
                                                   exp.to_dict(), results.provenance(),
                                                   len(self.trials))
         self.by_key = {t.key(self.run_id): t for t in self.trials}
-        done = results.done_keys(self.con, self.run_id)
+        done = results.done_keys(self.con, self.run_id) | self.spared(list(self.by_key))
         self.todo = [t for t in self.trials if t.key(self.run_id) not in done]
         self.stream = stream if stream is not None else sys.stderr
         self.t0 = time.monotonic()
@@ -425,9 +419,13 @@ class RunBook:
                 self.note(f"[{done}/{len(self.trials)}] {t.label} on {worker}: {status} "
                           f"({format_duration(spent)} elapsed, ~{format_duration(left)} left)")
 
-    def missing(self, share: Share) -> tuple[str, ...]:
-        have = recorded_keys(self.con, self.run_id)
+    def missing(self, share: Share) -> tuple[str, ...]:  # neither recorded nor spared
+        have = results.recorded_keys(self.con, self.run_id) | self.spared(share.keys)
         return tuple(k for k in share.keys if k not in have)
+
+    def spared(self, keys: Sequence[str]) -> set[str]:
+        """Those of `keys` their cell's precision rule leaves unrun (testbed.sequential)."""
+        return sequential.unneeded(self.con, self.run_id, [self.by_key[k] for k in keys])
 
     def settle(self, out: ShareOutcome) -> list[Share]:
         """After a share ended, what it left unrecorded: a worker runs its share in plan
@@ -481,15 +479,16 @@ class RunBook:
 
     def finish(self) -> RunSummary:
         keys = [t.key(self.run_id) for t in self.trials]
-        ok = results.done_keys(self.con, self.run_id)
+        spared = self.spared(keys)
         todo = [t.key(self.run_id) for t in self.todo]
         rows = {r.trial_key: r.status for r in results.trials(self.con, run_id=self.run_id)}
-        if all(k in ok for k in keys):
+        if all(rows.get(k) == "ok" or k in spared for k in keys):
             results.finish_run(self.con, self.run_id)
         ran = sum(1 for k in todo if rows.get(k) == "ok")
         failed = sum(1 for k in todo if rows.get(k) == "error")
         self.con.close()
-        return RunSummary(self.run_id, len(keys), len(keys) - len(todo), ran, failed, self.db)
+        return RunSummary(self.run_id, len(keys), len(keys) - len(todo), ran, failed, self.db,
+                          spared=sum(1 for k in todo if k in spared))
 
 
 def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume: bool = False,

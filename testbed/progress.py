@@ -68,6 +68,10 @@ class Progress:
         if not ok and not self.tty:
             self._emit(f"  failed: {self._label}")
 
+    def drop(self, n: int) -> None:
+        """`n` trials counted in the total will not run after all (their cell is precise)."""
+        self.total = max(self.done, self.total - n)
+
     def note(self, text: str) -> None:
         """A message above the bar (kept on its own line)."""
         if self.tty:

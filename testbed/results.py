@@ -350,6 +350,12 @@ def done_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
     return {str(r["trial_key"]) for r in rows}
 
 
+def recorded_keys(con: sqlite3.Connection, run_id: str) -> set[str]:
+    """Keys of the trials of a run that have a row, ok or error."""
+    rows = con.execute("SELECT trial_key FROM trials WHERE run_id=?", (run_id,))
+    return {str(r["trial_key"]) for r in rows}
+
+
 COLUMNS = ("trial_key", "run_id", "experiment", "profile", "measurement", "kind", "point",
            "group_key", "repetition", "started", "finished", "status", "error", "metrics",
            "result", "topology", "qdiscs")

@@ -33,6 +33,7 @@ class Choice:
     clock: str  # "real" or "virtual"
     reason: str
     trials: int
+    at_most: bool = False  # `trials` is a ceiling: a precision rule may stop cells earlier
 
     @property
     def spec(self) -> str:
@@ -142,6 +143,10 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
             n = sum(counts[tier].get((m.name, t), 0) for t in ts)
             if tier == "vm" and m.name in once:
                 reason += "; each cell once: exact on the virtual clock"
+            rule = None if tier == "vm" and m.name in once else m.precision
+            if rule is not None:
+                reason += f"; at most, as it {rule.describe()}"
             out.append(Choice(exp.name, m.name, tuple(ts), tier,
-                              "virtual" if tier == "vm" else "real", reason, n))
+                              "virtual" if tier == "vm" else "real", reason, n,
+                              rule is not None))
     return out

@@ -132,13 +132,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         for m in on.measurements:
             if m.once:
                 print(f"{m.name}: each cell once ({m.once})", file=sys.stderr)
+            elif m.precision is not None:
+                print(f"{m.name}: at most {m.reps(on.repetitions)} trials a cell; "
+                      f"{m.precision.describe()}", file=sys.stderr)
         for t in iter_plan(on):  # one at a time: never more in memory than is printed
             print(t.label)
             n += 1
         if n == 0:
             raise UsageError(f"{path}: the {exp.profile} profile yields no trials",
                              hint="check its [sweep] and each measurement's `where`")
-        print(f"{n} trials", file=sys.stderr)
+        early = any(m.precision is not None for m in on.measurements)
+        print(f"{'at most ' if early else ''}{n} trials", file=sys.stderr)
         return 0
     db = _db(args)
     wanted = args.clock or exp.clock
@@ -162,13 +166,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from testbed.vm.guest import ENV_IN_VM
 
+    spared = (f", {summary.spared} not needed (their cells were precise)"
+              if summary.spared else "")
     if os.environ.get(ENV_IN_VM) == "1":  # the guest's database is merged into the host's
         print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already "
-              f"done, {summary.failed} failed", file=sys.stderr)
+              f"done, {summary.failed} failed{spared}", file=sys.stderr)
         return 1 if summary.failed else 0
     print(
         f"run {summary.run_id}: {summary.ran} trials ran, {summary.skipped} already done, "
-        f"{summary.failed} failed; results in {db}",
+        f"{summary.failed} failed{spared}; results in {db}",
         file=sys.stderr,
     )
     print(

@@ -191,7 +191,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
               + (" side by side, each on its own virtual clock" if workers > 1 else ""),
               file=sys.stderr)
     if args.dry_run:
-        print(f"{sum(c.trials for c in choices)} trials", file=sys.stderr)
+        early = any(c.at_most for c in choices)
+        print(f"{'at most ' if early else ''}{sum(c.trials for c in choices)} trials",
+              file=sys.stderr)
         return 0
 
     t0 = time.monotonic()
@@ -240,7 +242,9 @@ def _run_here(exp: Any, db: Path) -> int:
 
 def _said(summary: Any) -> int:
     """Print a run's summary line; its exit status (1 when a trial failed)."""
-    print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed",
+    spared = (f", {summary.spared} not needed (their cells were precise)"
+              if summary.spared else "")
+    print(f"run {summary.run_id}: {summary.ran} trials ran, {summary.failed} failed{spared}",
           file=sys.stderr)
     return 1 if summary.failed else 0
 
