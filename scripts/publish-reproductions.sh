@@ -10,6 +10,9 @@
 #   --report-only  measure nothing: write the report again from the database an earlier run of
 #             this script left (results/reproductions/PAPER.sqlite) — e.g. after a report-side fix;
 #             run.json keeps that run's commit and wall time and adds the report's commit
+#   --resume  go on with an interrupted run (Ctrl-C or SIGTERM ends a sitting cleanly): its
+#             database is kept, `testbed reproduce --resume` runs what is not stored yet, and
+#             run.json's wall time is the sum of the sittings (each listed in it)
 # Keep the machine otherwise idle while it runs: the real-clock parts measure the host.
 set -euo pipefail
 
@@ -21,11 +24,13 @@ QUICK=()
 SUFFIX=""
 PAPERS=()
 REPORT_ONLY=false
+RESUME=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=(--quick); SUFFIX="-quick"; shift ;;
         --report-only) REPORT_ONLY=true; shift ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --resume) RESUME=(--resume); shift ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "publish-reproductions: unknown option $1 (see --help)" >&2; exit 2 ;;
         *) PAPERS+=("$1"); shift ;;
     esac
@@ -51,12 +56,37 @@ for (r,) in sqlite3.connect(sys.argv[1]).execute("select run_id from runs order 
         "$T" report --db "$db" "${runs[@]/#/--run=}" --out "$out" || rc=$?
     else
         prev='{}'
-        rm -rf "$out" "$db" "$db-wal" "$db-shm"
+        sittings="results/reproductions/$paper$SUFFIX.sittings"  # one JSON line per sitting
+        if [ "${#RESUME[@]}" -eq 0 ]; then
+            rm -rf "$db" "$db-wal" "$db-shm" "$sittings"
+        elif [ ! -f "$db" ]; then
+            echo "publish-reproductions: --resume: no $db to go on with (run without it first)" >&2
+            exit 1
+        fi
+        rm -rf "$out"
         load=$(cut -d' ' -f1-3 /proc/loadavg)
         start=$(date +%s)
-        echo "publish-reproductions: $paper${SUFFIX:+ (quick)} -> $out (load before: $load)"
-        "$T" reproduce "$paper" "${QUICK[@]}" --db "$db" --out "$out" || rc=$?
+        echo "publish-reproductions: $paper${SUFFIX:+ (quick)}${RESUME:+ (resumed)} -> $out (load before: $load)"
+        stopped=false
+        trap 'stopped=true' INT TERM  # the sitting is recorded below; testbed cleans up itself
+        "$T" reproduce "$paper" "${QUICK[@]}" "${RESUME[@]}" --db "$db" --out "$out" || rc=$?
+        trap - INT TERM
         wall=$(( $(date +%s) - start ))
+        "$PY" -c 'import json, subprocess, sys, time
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(int(sys.argv[1]))),
+                  "commit": commit.stdout.strip(), "wall_s": int(sys.argv[2]),
+                  "load_before": sys.argv[3], "exit_status": int(sys.argv[4])}))' \
+            "$start" "$wall" "$load" "$rc" >> "$sittings"
+        if $stopped || [ ! -f "$out/ledger.json" ]; then
+            echo "publish-reproductions: $paper stopped after $((wall / 60))m$((wall % 60))s (exit $rc);" \
+                 "go on with: sudo scripts/publish-reproductions.sh --resume ${QUICK[*]} $paper" >&2
+            exit 1
+        fi
+        wall=$("$PY" -c 'import json, sys
+print(sum(json.loads(x)["wall_s"] for x in open(sys.argv[1]) if x.strip()))' "$sittings")
+        prev=$("$PY" -c 'import json, sys
+print(json.dumps({"sittings": [json.loads(x) for x in open(sys.argv[1]) if x.strip()]}))' "$sittings")
     fi
     [ -f "$out/ledger.json" ] || { echo "publish-reproductions: $paper wrote no report (exit $rc)" >&2; exit 1; }
     "$PY" - "$out/run.json" "$paper" "${QUICK[*]:-full}" "$wall" "$load" "$rc" "$db" "$REPORT_ONLY" "$prev" <<'EOF'
@@ -80,6 +110,12 @@ doc = {"paper": paper, "profile": "quick" if profile == "--quick" else "full",
        "trials_failed": trials.get("error", 0),
        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                    "load_before": load}}
+if report_only != "true":
+    sittings = json.loads(prev_doc).get("sittings", [])
+    if len(sittings) > 1:  # a run in sittings (--resume): each, and the wall time their sum
+        doc["sittings"] = sittings
+        doc["wall_note"] = f"the sum of {len(sittings)} sittings' wall times (--resume)"
+        doc["date"] = sittings[0]["date"]
 if report_only == "true":
     # the measurement's own commit and times, from the database; the report's commit beside
     measured = json.loads(prov).get("git_revision") or "unknown"

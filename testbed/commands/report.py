@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -60,6 +61,10 @@ def register(sub: Any) -> None:
                     help="guests side by side for the virtual-clock part (auto, the default: "
                     "one per core, at most 4, as memory allows; 1: one guest). Its numbers do "
                     "not depend on placement (docs/parallel.md)")
+    rp.add_argument("--resume", action="store_true",
+                    help="continue an interrupted reproduce in --db: parts that finished are "
+                    "kept, an unfinished part goes on from its last stored trial, parts not "
+                    "begun run; the report covers them all (a long run in sittings)")
     rp.add_argument("--only", action="append", default=[], help=argparse.SUPPRESS)
     rp.add_argument("--no-report", action="store_true", help=argparse.SUPPRESS)
     rp.set_defaults(func=cmd_reproduce)
@@ -154,6 +159,20 @@ def _check_reproduce_needs(choices: list[Any], db: Path, args: argparse.Namespac
         preflight.require_folder(args.out or Path("reports"), "--out")
 
 
+def _check_resumable(db: Path, names: list[str], profile: str, args: argparse.Namespace
+                     ) -> None:
+    """`--resume` needs a run of this paper's experiments and profile in `db`."""
+    quick = " --quick" if args.quick else ""
+    fresh = f"start without --resume: testbed reproduce {args.paper}{quick} --db {db}"
+    stored: list[dict[str, Any]] = []
+    if db.exists():
+        with closing(results.connect(db)) as con:
+            stored = results.runs(con)
+    if not any(r["experiment"] in names and r["profile"] == profile for r in stored):
+        raise UsageError(f"--resume: {db} holds no {profile} run of {', '.join(names)} to "
+                         "continue", hint=fresh)
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from testbed.capabilities import missing
     from testbed.experiment_spec import find_experiment, load_experiment
@@ -177,6 +196,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     choices = [c for exp in exps for c in choose(exp, missing, args.tier)]
     if not args.dry_run:
         _check_reproduce_needs(choices, db, args)
+        if args.resume:
+            _check_resumable(db, [e.name for e in exps], profile, args)
     print(f"reproduce {paper} ({profile} profile): where each measurement runs", file=sys.stderr)
     for c in choices:
         print(f"  {c.experiment}/{c.measurement} on {', '.join(c.topologies)}: {c.tier} tier, "
@@ -198,22 +219,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     t0 = time.monotonic()
     before = _run_ids(db)
-    rc = 0
-    for exp in exps:
-        host = [c for c in choices if c.experiment == exp.name and c.tier == "host"]
-        if host:
-            names = ", ".join(dict.fromkeys(c.measurement for c in host))
-            print(f"== {exp.name}: {names} on the host kernel",
-                  file=sys.stderr)
-            rc |= _run_here(_subset(exp, host), db)
-    if vm_only and workers > 1:
-        for exp in exps:
-            mine = [c for c in choices if c.experiment == exp.name and c.tier == "vm"]
-            if mine:
-                rc |= _run_vm_parallel(_subset(exp, mine), workers, db)
-    elif vm_only:
-        rc |= _run_vm(paper, args.quick, vm_only, db, "virtual" if on_virtual else None)
-    new = sorted(_run_ids(db) - before)
+    rc, kept = _run_parts(exps, choices, db, workers, args, on_virtual)
+    new = sorted((_run_ids(db) - before) | kept)
     if args.no_report:
         return rc
     if not new:
@@ -234,10 +241,83 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return rc
 
 
-def _run_here(exp: Any, db: Path) -> int:
+def _run_parts(exps: list[Any], choices: list[Choice], db: Path, workers: int,
+               args: argparse.Namespace, on_virtual: bool) -> tuple[int, set[str]]:
+    """Each experiment's host part, then the guests' parts; with --resume the parts that
+    finished in an earlier sitting are kept and an unfinished one goes on. Returns the exit
+    status and the earlier sittings' runs the report must include."""
+    vm_only = [c.spec for c in choices if c.tier == "vm"]
+    kept: set[str] = set()  # with --resume: the parts' runs from the sittings before
+    rc = 0
+    for exp in exps:
+        host = [c for c in choices if c.experiment == exp.name and c.tier == "host"]
+        if host:
+            names = ", ".join(dict.fromkeys(c.measurement for c in host))
+            part = _subset(exp, host)
+            state, run_id = _part_state(db, part) if args.resume else ("new", None)
+            print(f"== {exp.name}: {names} on the host kernel" + _resume_note(state, run_id),
+                  file=sys.stderr)
+            kept |= {run_id} if run_id else set()
+            if state != "done":
+                rc |= _run_here(part, db, resume=state == "resume")
+    if vm_only and workers > 1:
+        for exp in exps:
+            mine = [c for c in choices if c.experiment == exp.name and c.tier == "vm"]
+            if mine:
+                part = _subset(exp, mine)
+                state, run_id = _part_state(db, part) if args.resume else ("new", None)
+                kept |= {run_id} if run_id else set()
+                if state == "done":
+                    print(f"== {exp.name}: its full-kernel part{_resume_note(state, run_id)}",
+                          file=sys.stderr)
+                else:
+                    rc |= _run_vm_parallel(part, workers, db, resume=state == "resume")
+    elif vm_only:
+        if args.resume:
+            print("== the full-kernel part in one guest runs from its start (--resume goes on "
+                  "from the last trial with --workers 2 or more)", file=sys.stderr)
+        rc |= _run_vm(resolve_paper(args.paper), args.quick, vm_only, db,
+                      "virtual" if on_virtual else None)
+    return rc, kept
+
+
+def _run_here(exp: Any, db: Path, resume: bool = False) -> int:
     from testbed.experiment import run_experiment
 
-    return _said(run_experiment(exp, db=db))
+    return _said(run_experiment(exp, db=db, resume=resume))
+
+
+def _part_state(db: Path, part: Any) -> tuple[str, str | None]:
+    """With --resume: whether this part of a paper's run (one experiment's measurements on
+    one tier, as `_subset` made it) already ran in `db` — ("done", its run), ("resume", its
+    unfinished run, the latest of this experiment and profile) — or must start ("new", None).
+    A stored run is this part's when it planned the same measurements on the same
+    topologies."""
+    if not db.exists():
+        return "new", None
+    want = _signature(part.to_dict())
+    with closing(results.connect(db)) as con:
+        rows = con.execute("SELECT run_id, finished, spec FROM runs WHERE experiment=? AND "
+                           "profile=? ORDER BY started DESC", (part.name, part.profile))
+        mine = [r for r in rows if _signature(json.loads(r["spec"])) == want]
+        latest = results.unfinished_run(con, part.name, part.profile)
+    if any(r["finished"] is not None for r in mine):
+        return "done", next(str(r["run_id"]) for r in mine if r["finished"] is not None)
+    if mine and str(mine[0]["run_id"]) == latest:
+        return "resume", latest
+    return "new", None
+
+
+def _signature(spec: Any) -> frozenset[tuple[str, tuple[str, ...]]]:
+    """A stored experiment's measurements and the topologies each runs on."""
+    ms = spec.get("measurements", []) if isinstance(spec, dict) else []
+    return frozenset((str(m.get("name")), tuple(m.get("where", {}).get("topology", [])))
+                     for m in ms if isinstance(m, dict))
+
+
+def _resume_note(state: str, run_id: str | None) -> str:
+    return {"done": f": done in run {run_id} (--resume keeps it)",
+            "resume": f": resuming run {run_id}", "new": ""}[state]
 
 
 def _said(summary: Any) -> int:
@@ -249,7 +329,7 @@ def _said(summary: Any) -> int:
     return 1 if summary.failed else 0
 
 
-def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
+def _run_vm_parallel(exp: Any, workers: int, db: Path, resume: bool = False) -> int:
     """The VM part of one experiment in `workers` virtual-clock guests side by side
     (testbed run --workers: shares of whole sweep points, merged into `db`)."""
     from testbed import parallel
@@ -258,7 +338,7 @@ def _run_vm_parallel(exp: Any, workers: int, db: Path) -> int:
     print(f"== full-kernel tier, virtual clock, {workers} guests side by side: {exp.name}: "
           f"{', '.join(m.name for m in exp.measurements)}", file=sys.stderr)
     return _said(parallel.run_local(exp, find_experiment(exp.name), db=db, workers=workers,
-                                    clock="virtual"))
+                                    clock="virtual", resume=resume))
 
 
 def _run_vm(paper: str, quick: bool, only: list[str], db: Path, clock: str | None) -> int:

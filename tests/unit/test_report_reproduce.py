@@ -136,3 +136,90 @@ def test_reproduce_puts_what_needs_esp_or_hfsc_in_the_vm(monkeypatch: pytest.Mon
     gm = load_experiment(find_experiment("gometz-2015"), "quick")
     tiers = {c.measurement: c.tier for c in choose(gm, lacks("esp", "hfsc", "netem"))}
     assert tiers["features"] == tiers["profiles"] == "host"  # nothing there needs esp/hfsc
+
+
+# --- reproduce --resume: a long run in sittings ---------------------------------------------
+
+
+def _parts(paper: str) -> tuple[object, object]:
+    """gamess-morales quick without netem: its host part and its guests' part."""
+    exp = load_experiment(find_experiment(paper), "quick")
+    choices = choose(exp, lacks("netem"))
+    host = _subset(exp, [c for c in choices if c.tier == "host"])
+    vm = _subset(exp, [c for c in choices if c.tier == "vm"])
+    return host, vm
+
+
+def _store(db: object, part: object, finished: bool) -> str:
+    from contextlib import closing
+    from pathlib import Path
+
+    from testbed import results
+
+    assert isinstance(db, Path)
+    with closing(results.connect(db)) as con:
+        run_id = results.start_run(con, part.name, part.profile,  # type: ignore[attr-defined]
+                                   part.to_dict(), {}, 3)  # type: ignore[attr-defined]
+        if finished:
+            results.finish_run(con, run_id)
+    return run_id
+
+
+def test_a_part_is_done_resumed_or_new_by_what_it_planned(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from testbed.commands.report import _part_state
+
+    assert isinstance(tmp_path, Path)
+    db = tmp_path / "r.sqlite"
+    host, vm = _parts("gamess-morales")
+    assert _part_state(db, host) == ("new", None)  # no database yet
+    done = _store(db, host, finished=True)
+    assert _part_state(db, host) == ("done", done)
+    assert _part_state(db, vm) == ("new", None)  # the host's run is not the guests'
+    open_ = _store(db, vm, finished=False)
+    assert _part_state(db, vm) == ("resume", open_)
+    # an unfinished run of another plan started later: resuming would continue that one
+    _store(db, _first_only(vm), finished=False)
+    assert _part_state(db, vm) == ("new", None)
+
+
+def _first_only(part: object) -> object:
+    import dataclasses
+
+    ms = part.measurements  # type: ignore[attr-defined]
+    return dataclasses.replace(part, measurements=ms[:1])  # type: ignore[type-var]
+
+
+def test_resume_runs_only_what_did_not_finish(tmp_path: object, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    import testbed.commands.report as rep
+
+    assert isinstance(tmp_path, Path)
+    db = tmp_path / "r.sqlite"
+    monkeypatch.setattr("testbed.capabilities.missing", lacks("netem"))
+    monkeypatch.setattr(rep, "_check_reproduce_needs", lambda *a: None)
+    calls: list[tuple[str, bool]] = []
+    monkeypatch.setattr(rep, "_run_here", lambda exp, db, resume=False:
+                        calls.append(("host", resume)) or 0)
+    monkeypatch.setattr(rep, "_run_vm_parallel", lambda exp, w, db, resume=False:
+                        calls.append(("vm", resume)) or 0)
+    argv = ["reproduce", "gamess-morales", "--quick", "--no-report", "--workers", "2",
+            "--db", str(db)]
+    assert main([*argv, "--resume"]) == 2  # nothing stored to continue
+    err = capsys.readouterr().err
+    assert "--resume" in err and "holds no quick run of gamess-morales" in err
+    assert "start without --resume" in err and calls == []
+
+    host, vm = _parts("gamess-morales")
+    done = _store(db, host, finished=True)
+    open_ = _store(db, vm, finished=False)
+    assert main([*argv, "--resume"]) == 0
+    assert calls == [("vm", True)]  # the finished host part kept, the guests' part continued
+    assert f"done in run {done} (--resume keeps it)" in capsys.readouterr().err
+    calls.clear()
+    assert main(argv) == 0  # without --resume everything runs anew
+    assert calls == [("host", False), ("vm", False)]
+    assert open_
