@@ -257,8 +257,10 @@ def offered_load(tb: TestbedLike, p: Mapping[str, Any], ctx: Any) -> tuple[dict[
         pps = pps_for_load(float(p["load"]), line, frame)
     flows = mix_flows(p.get("ratio"), int(p["ip"]), pps, str(p["direction"]), p["client"],
                       p["server"])
+    duration = udpprobe.lasting(float(p["duration"]), p.get("packets"),
+                                pps * (2 if p["direction"] == "bidir" else 1))
     with router_fragments(tb, p["client"], p.get("ingress_mtu")), RouterCpu(tb) as cpu:
-        doc = on_time_flows(tb, ctx, flows, frame, float(p["duration"]), cpu,
+        doc = on_time_flows(tb, ctx, flows, frame, duration, cpu,
                             timestamps=bool(p.get("ipd")))
     m = stream_metrics(doc)
     m["offered_load"] = float(p["load"]) if p.get("pps") is None else pps * 8.0 * (

@@ -38,6 +38,14 @@ UNREACHABLE = (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOS
                errno.EMSGSIZE)
 
 
+def lasting(duration_s: float, packets: int | None, pps: float) -> float:
+    """How long a paced stream of `pps` datagrams a second runs: `duration_s`, or longer where
+    it must carry at least `packets` (e.g. enough arrivals for an inter-packet delay's tail)."""
+    if packets is None or pps <= 0:
+        return duration_s
+    return max(duration_s, float(packets) / pps)
+
+
 def send_argv(
     python: str, *, host: str, port: int, size: int, pps: float, duration_s: float,
     max_burst: int | None = None, pacing: str = "auto", align_s: float = 0.0,

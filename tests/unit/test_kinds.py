@@ -279,6 +279,25 @@ def test_receiver_reads_the_receivers_file_and_removes_it(tmp_path: Path) -> Non
     check_clean(tb, m, "receiver")
 
 
+def test_receiver_runs_longer_where_its_rate_needs_it_for_packets(tmp_path: Path) -> None:
+    def sent_for(**given: object) -> float:
+        tb = FakeTestbed(tmp_path / str(len(given)), {
+            "udpprobe recv": data("udpprobe_recv_timestamps.json"),
+            "udpprobe send": data("udpprobe_send_paced.json")})
+        m = measure("receiver", tb, params("receiver", ip_payload=1480, rate="5.92mbit",
+                                           **given), ctx())
+        (tx,) = tb.started("udpprobe send")
+        duration = float(tx[tx.index("--duration") + 1])
+        assert m.result["duration_s"] == duration
+        return duration
+
+    assert sent_for(duration=0.4) == 0.4  # 500 datagrams/s
+    assert sent_for(duration=0.4, packets=1000) == pytest.approx(2.0)  # 1000 at 500/s
+    assert sent_for(duration=3, packets=1000) == 3.0  # the duration already carries them
+    assert udpprobe.lasting(1.0, 10000, 812.7) == pytest.approx(12.305, abs=1e-3)
+    assert udpprobe.lasting(1.0, None, 812.7) == 1.0 and udpprobe.lasting(1.0, 5, 0) == 1.0
+
+
 def test_rfc2544_search_over_canned_trials(tmp_path: Path) -> None:
     sent = json.loads(data("udpprobe_send_trial.json"))
     tb = FakeTestbed(tmp_path, {"udpprobe recv": data("udpprobe_recv_trial.json"),

@@ -374,6 +374,44 @@ def test_a_load_trial_whose_sender_fell_behind_is_run_again_on_the_virtual_clock
     assert len(calls) == 1
 
 
+def test_a_load_with_packets_lasts_long_enough_to_carry_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """ipd_mix: 10,000 frames of 1518 B at 10 % of Fast Ethernet (812.7/s) take 12.3 s, at
+    95 % (7,720/s) 1.3 s: each longer than the 1 s `duration`."""
+    asked: list[float] = []
+
+    def flows(tb: Any, ctx: Any, fl: Any, frame: int, duration: float, cpu: Any,
+              timestamps: bool = False) -> dict[str, Any]:
+        asked.append(duration)
+        pps = sum(f.pps for f in fl)
+        return {"flows": [{"ip": 4, "offered_pps": pps, "sender_pps": pps,
+                           "attempted": int(pps * duration), "received": int(pps * duration),
+                           "elapsed_s": duration, "udp_data": 1472}],
+                "cpu": None, "frame_size": 1518, "duration_s": duration}
+
+    class NoCpu:
+        def __init__(self, tb: Any) -> None: ...
+        def __enter__(self) -> None: return None
+        def __exit__(self, *exc: Any) -> None: ...
+
+    monkeypatch.setattr(router_stress, "run_flows", flows)
+    monkeypatch.setattr(router_stress, "RouterCpu", NoCpu)
+    monkeypatch.setattr(router_stress, "router_fragments",
+                        lambda tb, client, mtu: contextlib.nullcontext())
+    monkeypatch.setenv("TESTBED_CLOCK", "real")
+    p = {"frame_size": 1518, "line_rate": "fastethernet", "ratio": "50/50", "ip": 4,
+         "direction": "forward", "client": "h1", "server": "h2", "duration": 1.0,
+         "packets": 10000}
+    for load in (0.1, 0.95):
+        router_stress.offered_load(None, {**p, "load": load}, None)  # type: ignore[arg-type]
+    router_stress.offered_load(None, {**p, "load": 0.1, "packets": None},  # type: ignore[arg-type]
+                               None)
+    router_stress.offered_load(None, {**p, "load": 0.1, "direction": "bidir"},  # type: ignore[arg-type]
+                               None)
+    assert asked == [pytest.approx(12.30, abs=0.01), pytest.approx(1.295, abs=0.01), 1.0,
+                     pytest.approx(6.15, abs=0.01)]  # bidir: 10,000 in both directions
+
+
 def test_an_echo_trial_whose_sender_fell_behind_is_run_again_on_the_virtual_clock(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """On the virtual clock a clean sender ends on its schedule to 0.001 %; one held up met the

@@ -291,6 +291,11 @@ ENDPOINTS = (
     Param("ip", "ip", 4, "IP version of the traffic", choices=(4, 6)),
 )
 
+PACKETS = Param("packets", "int", None, "at least this many datagrams: the stream lasts "
+                "longer than `duration` where its rate needs it (unset: `duration` alone)",
+                max=100_000_000)
+"""A paced stream's least count (receiver, load): a duration fitted to each rate."""
+
 CPU = (
     Param("cpu", "bool", True, "sample CPU use (machine /proc/stat, programs by pid) during the "
           "traffic"),

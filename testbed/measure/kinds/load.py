@@ -12,7 +12,7 @@ from testbed.measure.kinds._stress_shared import (
     check_mix,
     runner,
 )
-from testbed.measure.kinds.base import Kind, Metric, Param
+from testbed.measure.kinds.base import PACKETS, Kind, Metric, Param
 
 KIND = Kind(
     name="load",
@@ -22,6 +22,7 @@ KIND = Kind(
         *MIX,
         Param("load", "number", 0.5, "share of `line_rate` offered (0.1 = 10 %)", max=1.0),
         PPS_INSTEAD,
+        PACKETS,
         Param("ipd", "bool", False, "one receiver per node for all the flows (bound to ::), "
               "timing every arrival: the mixed stream's inter-packet delay"),
     ),

@@ -24,7 +24,7 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measur
     n, data = base.ip_payload_and_data(p, ip_v)
     rate = units.rate(p.get("rate"), zero=True) or 10e6
     pps = rate / (8.0 * n)
-    duration = float(p["duration"])
+    duration = udpprobe.lasting(float(p["duration"]), p.get("packets"), pps)
     listen = base.listen_address(tb, p["server"], ip_v)
     with base.serve(tb, ctx, p["server"],
                lambda port, out: udpprobe.recv_argv(
@@ -51,7 +51,8 @@ def run(tb: TestbedLike, p: Mapping[str, Any], ctx: base.Context) -> base.Measur
     if ipd.get("n"):
         metrics.update({f"ipd_{k}": float(ipd[k]) for k in IPD})
     metrics.update(base.cpu_metrics(cpu))
-    return base.Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None})
+    return base.Measured(metrics, {"sender": sent, "receiver": got, "cpu": cpu or None,
+                                   "duration_s": duration})
 
 
 KIND = Kind(
@@ -65,6 +66,7 @@ KIND = Kind(
         Param("size", "size", None, "UDP data bytes"),
         Param("rate", "rate", "10mbit", "offered rate of IP payload"),
         Param("duration", "number", 2, "seconds of traffic", max=3600),
+        base.PACKETS,
         *base.CPU,
     ),
     metrics=(
