@@ -404,11 +404,13 @@ def _row(r: sqlite3.Row) -> TrialRow:
 
 
 def trials(con: sqlite3.Connection, *, experiment: str | None = None, run_id: str | None = None,
-           measurement: str | None = None, status: str | None = None) -> Iterator[TrialRow]:
+           measurement: str | None = None, status: str | None = None,
+           group_key: str | None = None) -> Iterator[TrialRow]:
     """Stored trials, filtered, in the order they finished."""
     where, args = [], []
     for col, val in (("experiment", experiment), ("run_id", run_id),
-                     ("measurement", measurement), ("status", status)):
+                     ("measurement", measurement), ("status", status),
+                     ("group_key", group_key)):
         if val is not None:
             where.append(f"{col}=?")
             args.append(val)

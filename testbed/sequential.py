@@ -103,7 +103,9 @@ def unneeded(con: sqlite3.Connection, run_id: str, trials: Sequence[TrialPlan]) 
     stored: dict[tuple[str, str], list[results.TrialRow]] = defaultdict(list)
     names = {name for name, _ in cells}
     for name in names:
-        for r in results.trials(con, run_id=run_id, measurement=name):
+        keys = [g for n, g in cells if n == name]
+        one = keys[0] if len(keys) == 1 else None  # after each trial: its own cell's rows
+        for r in results.trials(con, run_id=run_id, measurement=name, group_key=one):
             if (r.measurement, r.group_key) in cells:
                 stored[(r.measurement, r.group_key)].append(r)
     out: set[str] = set()
