@@ -21,6 +21,12 @@ next): per measurement the trials' summed wall time before and after and the rat
 many cells have the same median of their primary metric (throughput, or the median RTT/OWD)
 with the largest relative difference; then the runs' spans.
 
+Part 4 (always; no runs): the full runs measured — every version of each published
+docs/reproductions/PAPER/run.json in git's history (`git log`), plus any `--full-db DB` (a full
+run's database not published, e.g. a second run): per paper the first and the latest such run's
+trials, wall time and trials per hour, the ratio of their wall times, and what the five cost
+together where each was measured (the latest run), against the 60 minutes issue 29 asks for.
+
 Part 2 (`--check-exact N`, as root; boots virtual-clock guests): the first N cells of
 gamess-morales' OWD grid (IPv4, ethernet, routers 0.., payloads 10..1480 B, 1000 exchanges),
 each measured three times in one guest with $TESTBED_EXACT_ONCE=0, then the same cells once
@@ -268,6 +274,71 @@ def part3(before: Path, after: Path) -> dict[str, Any]:
     return doc
 
 
+def published(paper: str) -> list[dict[str, Any]]:
+    """Every distinct full run published for `paper`, oldest first (git history of its
+    run.json; a report written again from the same run counts once)."""
+    path = f"docs/reproductions/{paper}/run.json"
+    log = subprocess.run(["git", "log", "--reverse", "--format=%H", "--", path], cwd=ROOT,
+                         capture_output=True, text=True).stdout.split()
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for rev in log:
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True,
+                               text=True)
+        if shown.returncode == 0:
+            r = json.loads(shown.stdout)
+            seen.setdefault((r["commit"], int(r["trials_ok"])), r)
+    return [r for r in seen.values() if r.get("profile") == "full"]
+
+
+def db_run(db: Path) -> tuple[str, dict[str, Any]] | None:
+    """A full run's database as a run.json-like record: (paper, {commit, wall_s, trials_ok})."""
+    with closing(results.connect(db)) as con:
+        runs = [r for r in results.runs(con) if r["profile"] == "full"]
+        rows = [t for t in results.trials(con) if t.status == "ok"]
+    if not runs or not rows:
+        return None
+    paper = next((pid for pid in PAPERS
+                  if runs[0]["experiment"] in papers.get(pid).experiments), None)
+    if paper is None:
+        return None
+    commit = str(runs[0]["provenance"].get("git_revision") or "?")[:7]
+    span = max(t.finished for t in rows) - min(t.started for t in rows)
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(runs[0]["started"]))
+    return paper, {"commit": commit, "wall_s": int(span), "trials_ok": len(rows), "date": when}
+
+
+def part4(extra: list[Path]) -> dict[str, Any]:
+    """The full runs measured: per paper the first and the latest, and the five together."""
+    runs = {paper: published(paper) for paper in PAPERS}
+    for db in extra:
+        got = db_run(db)
+        if got is not None and got[0] in runs:
+            runs[got[0]].append(got[1])
+            runs[got[0]].sort(key=lambda r: str(r.get("date", "")))
+    print("\nfull runs measured (published reports' history, and --full-db)\n"
+          f"{'paper':<16} {'runs':>4}   {'first: trials':>13} {'wall':>8} {'trials/h':>8}   "
+          f"{'latest: trials':>14} {'wall':>8} {'trials/h':>8} {'ratio':>6}")
+    doc: dict[str, Any] = {}
+    total, measured = 0, 0
+    for paper, rs in runs.items():
+        if not rs:
+            print(f"{paper:<16} {0:>4}   not run full yet")
+            continue
+        b, a = rs[0], rs[-1]
+        line = f"{paper:<16} {len(rs):>4}   "
+        for r, width in ((b, 13), (a, 14)):
+            w = int(r["wall_s"])
+            line += (f"{int(r['trials_ok']):>{width}} {w // 60:>5}m{w % 60:02d} "
+                     f"{3600 * int(r['trials_ok']) / w if w else 0:>8.0f}   ")
+        print(line.rstrip() + f" {int(a['wall_s']) / int(b['wall_s']):>6.2f}")
+        doc[paper] = {"first": b, "latest": a, "runs": len(rs)}
+        total += int(a["wall_s"])
+        measured += 1
+    print(f"{'measured papers':<16} {measured:>4}   latest runs together: {total / 60:.0f} min "
+          f"(issue 29 asks for all five in 60)")
+    return doc
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", type=Path, action="append", default=[],
@@ -278,6 +349,9 @@ def main() -> int:
     p.add_argument("--compare-runs", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
                    help="databases of two full runs of one paper (before and after a cut): "
                    "time per measurement, ratio, and cells whose median is the same")
+    p.add_argument("--full-db", type=Path, action="append", default=[], metavar="DB",
+                   help="a full run's database not published (e.g. a second run): counted "
+                   "among the measured full runs")
     p.add_argument("--json", type=Path, help="also write the numbers here")
     a = p.parse_args()
     doc: dict[str, Any] = {"plan": part1(a)}
@@ -285,6 +359,7 @@ def main() -> int:
         doc["exact"] = part2(a)
     if a.compare_runs:
         doc["runs"] = part3(*a.compare_runs)
+    doc["measured"] = part4(a.full_db)
     if a.json:
         a.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0
