@@ -18,13 +18,12 @@ from testbed.experiment_spec import Experiment
 from testbed.parallel import (
     POLL_S,
     RunBook,
-    Share,
     ShareOutcome,
     execute_share,
     here,
     host_interference,
-    split,
 )
+from testbed.shares import Share, split
 
 STARTED_TOPIC = "testbed-share-started"
 INSTALL_HINT = "install the cluster extra: .venv/bin/pip install -e '.[cluster]'"

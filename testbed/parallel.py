@@ -5,7 +5,6 @@ guest) into its own database, streamed into the run's database without loss or d
 from __future__ import annotations
 
 import ctypes
-import itertools
 import json
 import os
 import platform
@@ -25,10 +24,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from testbed import processes, results, sequential
-from testbed.errors import UsageError
 from testbed.experiment import RunSummary, trial_row
-from testbed.experiment_spec import Experiment, TrialPlan, for_clock, plan
+from testbed.experiment_spec import Experiment, for_clock, plan
 from testbed.progress import format_duration
+from testbed.shares import Share, split
 from testbed.tiers import timed_kinds
 
 POLL_S = 0.5
@@ -36,105 +35,9 @@ ENV_WORKER = "TESTBED_WORKER"
 """The worker's name, set for the process running a share (recorded in each trial's placement)."""
 
 
-@dataclass(frozen=True)
-class Share:
-    """Trials of one run given to one worker: whole topology points (built once) or, when
-    there are fewer points than workers, whole sweep cells (every repetition together)."""
-
-    index: int
-    run_id: str
-    keys: tuple[str, ...]
-    attempt: int = 1  # 2: the retry of what a dead worker's share left unrecorded
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "run_id": self.run_id, "keys": list(self.keys),
-                "attempt": self.attempt}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Share:
-        return cls(int(d["index"]), str(d["run_id"]), tuple(str(k) for k in d["keys"]),
-                   int(d.get("attempt", 1)))
-
-
-def read_share(path: Path) -> Share:
-    """A share file (`testbed run --share FILE`): JSON with run_id and keys."""
-    try:
-        return Share.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"--share {path}: not a share file ({exc})",
-                         hint="share files are written by testbed run --workers/--cluster"
-                         ) from None
-
-
-def _cells(unit: Sequence[TrialPlan]) -> list[list[TrialPlan]]:
-    return [list(g) for _, g in itertools.groupby(
-        unit, key=lambda t: (t.measurement.name, t.group_key))]
-
-
 BARREN_LIMIT = 2
 """Shares in a row whose worker exits with an error before recording a trial, after which
 the run's remaining trials of such a share are recorded as failed instead of retried."""
-
-BUILD_COST = 0.5
-"""A topology point's build, in trials' worth of time: cutting a point between two shares costs
-one more build (in the VM tier a chain's build takes a few seconds; a trial about 7)."""
-
-
-def _cut(unit: list[TrialPlan]) -> tuple[list[TrialPlan], list[TrialPlan]] | None:
-    """`unit` cut between its sweep cells near its middle, or None if it is one cell."""
-    cells = _cells(unit)
-    if len(cells) < 2:
-        return None
-    half, acc = 0, 0
-    while half < len(cells) - 1 and acc + len(cells[half]) <= len(unit) / 2:
-        acc += len(cells[half])
-        half += 1
-    half = max(half, 1)
-    return [t for c in cells[:half] for t in c], [t for c in cells[half:] for t in c]
-
-
-def _assign(units: list[list[TrialPlan]], n: int) -> list[list[list[TrialPlan]]]:
-    """Longest first, each to the least loaded of `n` shares (load: trials + a build each)."""
-    loads: list[list[list[TrialPlan]]] = [[] for _ in range(min(n, len(units)))]
-
-    def cost(share: list[list[TrialPlan]]) -> float:
-        return sum(len(u) + BUILD_COST for u in share)
-
-    for u in sorted(units, key=len, reverse=True):
-        min(loads, key=cost).append(u)
-    return loads
-
-
-def _makespan(loads: list[list[list[TrialPlan]]]) -> float:
-    return max((sum(len(u) + BUILD_COST for u in share) for share in loads), default=0.0)
-
-
-def split(trials: Sequence[TrialPlan], run_id: str, n: int) -> list[Share]:
-    """At most `n` shares of `trials` (in plan order), balanced by trials plus builds. A topology
-    point stays whole (each worker builds it once) unless cutting it between sweep cells
-    shortens the longest share: with fewer points than workers, or points that do not divide
-    evenly (3 equal points on 2 workers: 6 + 6 trials instead of 8 + 4). A cell's repetitions
-    stay together; every trial is in exactly one share."""
-    if n < 1:
-        raise UsageError(f"--workers {n}: need at least 1")
-    units = [list(g) for _, g in itertools.groupby(trials, key=lambda t: t.topo)]
-    best = _makespan(_assign(units, n))
-    while units:
-        big = max((u for u in units if _cut(u) is not None), key=len, default=None)
-        if big is None:
-            break
-        halves = _cut(big)
-        assert halves is not None
-        i = units.index(big)
-        candidate = units[:i] + list(halves) + units[i + 1:]
-        span = _makespan(_assign(candidate, n))
-        if span >= best and len(units) >= n:
-            break
-        units, best = candidate, min(best, span)
-    order = {id(t): i for i, t in enumerate(trials)}
-    return [Share(i, run_id, tuple(t.key(run_id) for t in sorted(
-                (t for u in share for t in u), key=lambda t: order[id(t)])))
-            for i, share in enumerate(_assign(units, n)) if share]
 
 
 # --- a worker's database, read while it is written ------------------------------------------

@@ -154,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results.connect(db).close()
         return run_on_clock(wanted, path, args, db)
     elif getattr(args, "share", None) is not None:
-        from testbed.parallel import read_share
+        from testbed.shares import read_share
 
         share = read_share(args.share)
         with share_journal(args.share, db) as journal:

@@ -15,7 +15,7 @@ from typing import Any
 from testbed.experiment import run_experiment
 from testbed.experiment_spec import load_experiment
 from testbed.measure.kinds import Measured
-from testbed.parallel import read_share
+from testbed.shares import read_share
 
 
 class _Topology:

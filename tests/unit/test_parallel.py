@@ -21,7 +21,8 @@ import pytest
 
 from testbed import cli, results
 from testbed.experiment_spec import experiment_from_dict, load_experiment, plan
-from testbed.parallel import host_interference, run_local, split
+from testbed.parallel import host_interference, run_local
+from testbed.shares import split
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "data" / "experiments" / "fake.toml"
@@ -415,3 +416,37 @@ def test_journal_streams_a_guests_trials_as_they_are_committed(
     assert isinstance(share_journal(tmp_path / "share.json", db), nullcontext)
     monkeypatch.setenv("TESTBED_IN_VM", "1")
     assert isinstance(share_journal(tmp_path / "share.json", db), Journal)
+
+
+def test_split_weighs_a_cell_by_the_trials_it_is_expected_to_run(tmp_path: Path) -> None:
+    """A cell that `precision` may stop after 3 of its 10 repetitions weighs 3, not 10:
+    quintero-2016's guests once got equal counts of planned trials, and one finished its share
+    25 min before the other."""
+    exp = tmp_path / "weights.toml"
+    exp.write_text("""name = "weights"
+topology = "chain"
+repetitions = 10
+[params]
+routers = 1
+[sweep]
+"topology.rate" = ["ethernet", "fastethernet", "gigabit"]
+[measurements.tput]
+kind = "pingpong"
+size = [10, 100]
+precision = { metric = "owd_mean_us", relative = 0.01 }
+where = { "topology.rate" = ["ethernet", "fastethernet"] }
+[measurements.owd]
+kind = "pingpong"
+size = 10
+repetitions = 12
+where = { "topology.rate" = ["gigabit"] }
+""")
+    trials = plan(load_experiment(exp))
+    assert len(trials) == 2 * 2 * 10 + 12  # planned: 20 + 20 + 12
+    two = split(trials, "R", 2)
+    rates = [{k.split('"topology.rate":"')[1].split('"')[0] for k in s.keys} for s in two]
+    # expected to run: 6 + 6 + 12 — the gigabit cell (12 trials that all run) alone, the two
+    # precise points (20 planned each, about 6 run) together; by planned counts the gigabit
+    # cell went beside one of them (12 + 20 against 20: 18 against 6 that run)
+    assert sorted(map(sorted, rates)) == [["ethernet", "fastethernet"], ["gigabit"]]
+    assert sorted(k for s in two for k in s.keys) == sorted(t.key("R") for t in trials)

@@ -156,7 +156,8 @@ def test_a_parallel_runs_coordinator_does_not_retry_spared_trials(tmp_path: Path
     """The coordinator asks what a share left unrecorded: a precise cell's unrun repetitions
     are not missing (else it would retry them, or record them as failed), and the run ends."""
     from testbed.experiment import trial_row
-    from testbed.parallel import RunBook, Share
+    from testbed.parallel import RunBook
+    from testbed.shares import Share
 
     exp = spec(rule=RULE)
     book = RunBook(exp, tmp_path / "p.sqlite", False, clock="real")
