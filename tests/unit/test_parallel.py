@@ -419,9 +419,7 @@ def test_journal_streams_a_guests_trials_as_they_are_committed(
 
 
 def test_split_weighs_a_cell_by_the_trials_it_is_expected_to_run(tmp_path: Path) -> None:
-    """A cell that `precision` may stop after 3 of its 10 repetitions weighs 3, not 10:
-    quintero-2016's guests once got equal counts of planned trials, and one finished its share
-    25 min before the other."""
+    """A cell that `precision` may stop after 3 of its 10 repetitions weighs 3, not 10."""
     exp = tmp_path / "weights.toml"
     exp.write_text("""name = "weights"
 topology = "chain"
