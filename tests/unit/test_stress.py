@@ -335,6 +335,20 @@ def test_the_steady_cost_per_echo_is_the_parts_lower_quartile() -> None:
     assert echo_load.steady_cost([1.0, 2.0, 3.0, 4.0, 5.0]) == 2.0
 
 
+def _flows_without_a_router(monkeypatch: pytest.MonkeyPatch, flows: Any) -> None:
+    """router_stress with `flows` for run_flows, no router CPU sampling, no MTU change."""
+
+    class NoCpu:
+        def __init__(self, tb: Any) -> None: ...
+        def __enter__(self) -> None: return None
+        def __exit__(self, *exc: Any) -> None: ...
+
+    monkeypatch.setattr(router_stress, "run_flows", flows)
+    monkeypatch.setattr(router_stress, "RouterCpu", NoCpu)
+    monkeypatch.setattr(router_stress, "router_fragments",
+                        lambda tb, client, mtu: contextlib.nullcontext())
+
+
 def test_a_load_trial_whose_sender_fell_behind_is_run_again_on_the_virtual_clock(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The budgeted router's IPv6 70 % load: 9.650 / 9.702 µs per frame with its sender 0.17 /
@@ -351,15 +365,7 @@ def test_a_load_trial_whose_sender_fell_behind_is_run_again_on_the_virtual_clock
                            "elapsed_s": 2.0, "udp_data": 18}],
                 "cpu": None, "frame_size": 64, "duration_s": 2.0}
 
-    class NoCpu:
-        def __init__(self, tb: Any) -> None: ...
-        def __enter__(self) -> None: return None
-        def __exit__(self, *exc: Any) -> None: ...
-
-    monkeypatch.setattr(router_stress, "run_flows", flows)
-    monkeypatch.setattr(router_stress, "RouterCpu", NoCpu)
-    monkeypatch.setattr(router_stress, "router_fragments",
-                        lambda tb, client, mtu: contextlib.nullcontext())
+    _flows_without_a_router(monkeypatch, flows)
     monkeypatch.setenv("TESTBED_CLOCK", "virtual")
     p = {"frame_size": 64, "line_rate": "fastethernet", "load": 0.7, "ratio": "0/100", "ip": 6,
          "direction": "unidir", "client": "h1", "server": "h2", "duration": 2.0}
@@ -389,15 +395,7 @@ def test_a_load_with_packets_lasts_long_enough_to_carry_them(
                            "elapsed_s": duration, "udp_data": 1472}],
                 "cpu": None, "frame_size": 1518, "duration_s": duration}
 
-    class NoCpu:
-        def __init__(self, tb: Any) -> None: ...
-        def __enter__(self) -> None: return None
-        def __exit__(self, *exc: Any) -> None: ...
-
-    monkeypatch.setattr(router_stress, "run_flows", flows)
-    monkeypatch.setattr(router_stress, "RouterCpu", NoCpu)
-    monkeypatch.setattr(router_stress, "router_fragments",
-                        lambda tb, client, mtu: contextlib.nullcontext())
+    _flows_without_a_router(monkeypatch, flows)
     monkeypatch.setenv("TESTBED_CLOCK", "real")
     p = {"frame_size": 1518, "line_rate": "fastethernet", "ratio": "50/50", "ip": 4,
          "direction": "forward", "client": "h1", "server": "h2", "duration": 1.0,
