@@ -80,7 +80,7 @@ print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(int(sy
             "$start" "$wall" "$load" "$rc" >> "$sittings"
         if $stopped || [ ! -f "$out/ledger.json" ]; then
             echo "publish-reproductions: $paper stopped after $((wall / 60))m$((wall % 60))s (exit $rc);" \
-                 "go on with: sudo scripts/publish-reproductions.sh --resume ${QUICK[*]} $paper" >&2
+                 "go on with: sudo scripts/publish-reproductions.sh --resume ${QUICK[*]:+${QUICK[*]} }$paper" >&2
             exit 1
         fi
         wall=$("$PY" -c 'import json, sys
