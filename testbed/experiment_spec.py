@@ -44,6 +44,7 @@ class MeasurementSpec:
     description: str = ""  # the experiment file's `description` of this measurement
     repetitions: int | None = None  # its own repetitions (else the experiment's)
     once: str = ""  # why each cell is measured once here (for_clock: exact on the virtual clock)
+    varies: str = ""  # why it keeps its repetitions although its kind is exact there (for_clock)
     precision: sequential.Precision | None = None  # stop a cell's repetitions once it is precise
 
     def reps(self, default: int) -> int:
@@ -86,6 +87,7 @@ class Experiment:
                               "sweep": m.sweep, "where": m.where,
                               "description": m.description,
                               **({"repetitions": 1, "once": m.once} if m.once else {}),
+                              **({"varies": m.varies} if m.varies else {}),
                               **({"precision": m.precision.to_dict()}
                                  if m.precision is not None and not m.once else {})}
                              for m in self.measurements],
@@ -415,21 +417,48 @@ def for_clock(exp: Experiment, clock: str | None) -> Experiment:
     """The experiment as it runs on `clock`. On the virtual clock a measurement whose kind is
     exact there (`Kind.virtual_exact`) is measured once per cell: its repetitions would give
     the same numbers (docs/vm.md), so they are not run, and `once` says why (it is stored with
-    the run). Except on a CPU-budgeted topology (its numbers move between runs) or with
-    $TESTBED_EXACT_ONCE=0. Both the planner of a run and its workers call this, so that they
-    list the same trials."""
+    the run). Except where it reaches a topology whose numbers move between runs there (a CPU
+    budget, or a feature that says so: `Feature.virtual_varies`; `varies` then says why it
+    keeps its repetitions) or with $TESTBED_EXACT_ONCE=0. Both the planner of a run and its
+    workers call this, so that they list the same trials."""
     if clock != "virtual" or os.environ.get(EXACT_ONCE_ENV, "1") == "0":
         return exp
-    budgeted = [p for p in _iter_topology_points(exp)
-                if p.params.get("budget") not in (None, "none")]
+    varying = [(p, why) for p in _iter_topology_points(exp) if (why := _varies(exp, p))]
     out = []
     for m in exp.measurements:
         why = kinds.KINDS[m.kind].virtual_exact
-        if (why and m.reps(exp.repetitions) > 1 and not m.once
-                and not any(m.applies(p) for p in budgeted)):
-            m = replace(m, repetitions=1, once=why, precision=None)
+        if why and m.reps(exp.repetitions) > 1 and not m.once:
+            moving = [f"{p.label}: {w}" for p, w in varying if m.applies(p)]
+            if moving:
+                m = replace(m, varies=moving[0])
+            else:
+                m = replace(m, repetitions=1, once=why, precision=None)
         out.append(m)
     return replace(exp, measurements=out)
+
+
+def _varies(exp: Experiment, tp: TopologyPoint) -> str:
+    """Why the numbers of topology point `tp` move between runs on the virtual clock, or ""
+    (its CPU budget; an enabled feature's `virtual_varies`)."""
+    from testbed import features
+    from testbed.topology import find_topology, load_topology
+
+    if tp.params.get("budget") not in (None, "none"):
+        return f"a CPU budget of {tp.params['budget']} (its numbers move between runs)"
+    try:
+        topo = load_topology(find_topology(tp.topology, Path(exp.file).resolve()),
+                             {k: param_text(v) for k, v in tp.params.items()})
+    except SpecError:
+        return ""  # check_topologies reports it, with the experiment's key
+    if not topo.features_list:
+        return ""
+    reg = features.registry()
+    for table in topo.features_list:
+        cls = reg.get(str(table.get("kind")))
+        on = str(table.get("enabled", True)).lower() != "false"  # bool or ${param} text
+        if cls is not None and cls.virtual_varies and on:
+            return cls.virtual_varies
+    return ""
 
 
 def count_trials(exp: Experiment) -> int:

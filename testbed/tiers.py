@@ -114,6 +114,7 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
     trials = plan(exp)
     virtual = for_clock(exp, "virtual")  # the VM tier runs on it: exact cells once
     once = {m.name: m.once for m in virtual.measurements if m.once}
+    varies = {m.name: m.varies for m in virtual.measurements if m.varies}
 
     def count(ts: Sequence[Any]) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
@@ -143,6 +144,8 @@ def choose(exp: Any, missing: Callable[[Sequence[str]], list[str]],
             n = sum(counts[tier].get((m.name, t), 0) for t in ts)
             if tier == "vm" and m.name in once:
                 reason += "; each cell once: exact on the virtual clock"
+            if tier == "vm" and m.name in varies:
+                reason += f"; repeated on the virtual clock: {varies[m.name].split(':', 1)[0]}"
             rule = None if tier == "vm" and m.name in once else m.precision
             if rule is not None:
                 reason += f"; at most, as it {rule.describe()}"

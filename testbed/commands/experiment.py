@@ -132,7 +132,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         for m in on.measurements:
             if m.once:
                 print(f"{m.name}: each cell once ({m.once})", file=sys.stderr)
-            elif m.precision is not None:
+            if m.varies:
+                print(f"{m.name}: repeated although its kind is exact on the virtual clock "
+                      f"({m.varies})", file=sys.stderr)
+            if m.precision is not None:
                 print(f"{m.name}: at most {m.reps(on.repetitions)} trials a cell; "
                       f"{m.precision.describe()}", file=sys.stderr)
         for t in iter_plan(on):  # one at a time: never more in memory than is printed

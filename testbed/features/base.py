@@ -83,6 +83,10 @@ class Feature:
     guest_modules: ClassVar[tuple[str, ...]] = ()
     # processes whose CPU time a measurement reports by default when this feature is built
     cpu_processes: ClassVar[tuple[str, ...]] = ()
+    # Why the numbers of a topology with this feature move between trials on the virtual
+    # clock ("": they repeat there). A measurement that reaches such a topology keeps its
+    # repetitions there instead of measuring each cell once (experiment_spec.for_clock).
+    virtual_varies: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

@@ -224,6 +224,22 @@ def test_a_budgeted_router_on_the_virtual_clock_is_not_exact() -> None:
     assert claims.Data([budget("none")]).exact_rows([budget("none")])
 
 
+def test_a_trial_through_jool_on_the_virtual_clock_is_not_exact() -> None:
+    """Jool's OWD moves by up to 3 us between trials on the virtual clock (docs/vm.md): its
+    trials are not exact numbers; TAYGA's, on the same clock, are."""
+    from dataclasses import replace
+
+    def through(kind: str) -> TrialRow:
+        t = row("pingpong", {"owd_median_us": 240.0}, {"ip": 6},
+                clock={"clock": "virtual", "in_vm": True})
+        return replace(t, topology={"features": [{"kind": kind, "node": "r1"}]})
+
+    jool, tayga = through("nat64-jool"), through("nat64-tayga")
+    assert claims.moves_on_virtual_clock(jool) and not claims.moves_on_virtual_clock(tayga)
+    assert not claims.Data([jool, tayga]).exact_rows([jool, tayga])
+    assert claims.Data([tayga]).exact_rows([tayga])
+
+
 def test_do10_rises_need_intervals() -> None:
     """do:10's "CPU rises with rate and size" is judged with intervals, not by comparing two
     single numbers: one repetition per cell on the real clock is inconclusive, whichever way

@@ -137,3 +137,33 @@ def test_exact_once_can_be_turned_off_and_never_applies_to_a_budgeted_router(
     monkeypatch.delenv(EXACT_ONCE_ENV)
     budgeted = replace(exp, params={**exp.params, "budget": 0.1})
     assert all(not m.once for m in for_clock(budgeted, "virtual").measurements)
+
+
+def test_a_feature_that_moves_on_the_virtual_clock_keeps_its_measurements_repeated() -> None:
+    """Jool's OWD moves between trials on the virtual clock (docs/vm.md): a measurement that
+    reaches nat64-jool keeps its repetitions and says why; the same kind elsewhere is once."""
+    from testbed.experiment_spec import for_clock
+    from testbed.features import registry
+
+    assert registry()["nat64-jool"].virtual_varies
+    assert not registry()["nat64-tayga"].virtual_varies
+    exp = load_experiment(find_experiment("transition"), "full")
+    virtual = {m.name: m for m in for_clock(exp, "virtual").measurements}
+    jool = virtual["owd_v6_jool"]
+    assert not jool.once and jool.reps(exp.repetitions) == 10
+    assert jool.varies.startswith("nat64-jool[") and "Jool" in jool.varies
+    assert jool.precision is not None and jool.precision.metric == "owd_median_us"
+    assert virtual["owd_v6"].once and not virtual["owd_v6"].varies
+    stored = {m["name"]: m for m in for_clock(exp, "virtual").to_dict()["measurements"]}
+    assert "varies" in stored["owd_tcp_v6_jool"] and "varies" not in stored["owd_tcp_v6"]
+    # the same measurement, nat64-jool among its topologies: all of it is repeated
+    from dataclasses import replace
+    merged = [replace(m, where={**m.where, "topology": [*m.where["topology"], "nat64-jool"]})
+              if m.name == "owd_v6" else m for m in exp.measurements]
+    again = {m.name: m for m in for_clock(replace(exp, measurements=merged),
+                                          "virtual").measurements}
+    assert not again["owd_v6"].once and again["owd_v6"].varies
+    choices = [c for c in tiers.choose(exp, lacks("netem", "sit", "jool"))
+               if c.measurement == "owd_v6_jool"]
+    assert choices and all("repeated on the virtual clock: nat64-jool" in c.reason
+                           for c in choices)
