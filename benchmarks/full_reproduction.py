@@ -27,8 +27,9 @@ run's database not published, e.g. a second run): per paper the first and the la
 trials, wall time and trials per hour, the ratio of their wall times, and what the five cost
 together where each was measured (the latest run), against the 60 minutes issue 29 asks for.
 
-Part 2 (`--check-exact N`, as root; boots virtual-clock guests): the first N cells of
-gamess-morales' OWD grid (IPv4, ethernet, routers 0.., payloads 10..1480 B, 1000 exchanges),
+Part 2 (`--check-exact N [--grid transition]`, as root; boots virtual-clock guests): the first
+N cells of gamess-morales' OWD grid (IPv4, ethernet, routers 0.., payloads 10..1480 B, 1000
+exchanges; or quintero-2016's six testbeds, UDP 50 and 1500 B, with `--grid transition`),
 each measured three times in one guest with $TESTBED_EXACT_ONCE=0, then the same cells once
 each in a second guest (the default), and per cell: the three medians' spread and the single
 run's difference from their mean. Target: within 0.1 µs or 0.01 %, which is what measuring a
@@ -163,6 +164,37 @@ count = 1000
 """
 
 
+CHECK_TOML_TRANSITION = """\
+name = "exact-once-check"
+description = "benchmarks/full_reproduction.py: quintero's OWD cells repeated on the virtual clock"
+topology = ["native4", "native6", "6to4", "isatap", "nat64-tayga", "nat64-jool"]
+repetitions = {reps}
+
+[params]
+rate = "ethernet"
+
+[measurements.owd_v4]
+kind = "pingpong"
+where = {{ topology = ["native4"] }}
+ip = 4
+protocol = "udp"
+size = {payloads}
+count = 1000
+
+[measurements.owd_v6]
+kind = "pingpong"
+where = {{ topology = ["native6", "6to4", "isatap", "nat64-tayga", "nat64-jool"] }}
+ip = 6
+protocol = "udp"
+size = {payloads}
+count = 1000
+"""
+GRIDS = {"chain": (CHECK_TOML, [10, 100, 400, 700, 1000, 1480], 6),
+         "transition": (CHECK_TOML_TRANSITION, [50, 1500], 1)}
+"""--check-exact's grids: gamess-morales' chain (routers 0.. x payloads) and quintero-2016's six
+testbeds (their UDP OWD at 50 and 1500 B; Jool's moves, docs/vm.md)."""
+
+
 def medians(db: Path) -> dict[str, list[float]]:
     out: dict[str, list[float]] = defaultdict(list)
     with closing(results.connect(db)) as con:
@@ -173,8 +205,8 @@ def medians(db: Path) -> dict[str, list[float]]:
 
 
 def part2(a: argparse.Namespace) -> dict[str, Any]:
-    payloads = [10, 100, 400, 700, 1000, 1480]
-    cells = [(r, p) for r in range(6) for p in payloads][: a.check_exact]
+    template, payloads, nrouters = GRIDS[a.grid]
+    cells = [(r, p) for r in range(nrouters) for p in payloads][: a.check_exact]
     routers = sorted({r for r, _ in cells})
     sizes = sorted({p for _, p in cells})
     tb = [str(ROOT / ".venv" / "bin" / "testbed")]
@@ -185,7 +217,7 @@ def part2(a: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tb-exact-") as tmp:
         for label, reps, once in (("repeated", 3, "0"), ("once", 3, "1")):
             f = Path(tmp) / f"{label}.toml"
-            f.write_text(CHECK_TOML.format(reps=reps, routers=routers, payloads=sizes))
+            f.write_text(template.format(reps=reps, routers=routers, payloads=sizes))
             db = Path(tmp) / f"{label}.sqlite"
             t0 = time.monotonic()
             subprocess.run([*tb, "run", str(f), "--clock", "virtual", "--db", str(db)],
@@ -346,6 +378,9 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2, help="guests side by side (default 2)")
     p.add_argument("--check-exact", type=int, default=0, metavar="N",
                    help="measure N OWD cells three times and once on the virtual clock")
+    p.add_argument("--grid", choices=sorted(GRIDS), default="chain",
+                   help="--check-exact's cells: gamess-morales' chain (default) or "
+                   "quintero-2016's six testbeds")
     p.add_argument("--compare-runs", type=Path, nargs=2, metavar=("BEFORE", "AFTER"),
                    help="databases of two full runs of one paper (before and after a cut): "
                    "time per measurement, ratio, and cells whose median is the same")

@@ -13,7 +13,10 @@ RUN (default: the run in DB of EXPERIMENT with the most trials placed on workers
 from EXPERIMENT's full profile as the run stored it (the measurements and topologies it
 planned); each trial costs the wall time it took in RUN, a trial the precision rule spared
 nothing. Printed: per share of each split the summed trial time, the longest (the makespan:
-when the last worker ends, builds and boots aside), and after/before; and, as a check of the
+when the last worker ends, builds and boots aside), and after/before; then the same with the
+shares taken in turn by whichever worker is free, one share a worker against
+what `testbed run --workers N` now cuts (`parallel.share_count`; a boot each on the virtual
+clock); and, as a check of the
 replay, what the run's own workers took (from each trial's placement).
 """
 
@@ -29,7 +32,11 @@ from pathlib import Path
 
 from testbed import results
 from testbed.experiment_spec import experiment_from_dict, for_clock, plan
+from testbed.parallel import share_count
 from testbed.shares import split
+
+BOOT_S = 20.0
+"""A guest's boot before its share's first trial on the virtual clock (docs/parallel.md)."""
 
 
 def main() -> int:
@@ -76,6 +83,19 @@ def main() -> int:
               + f" min   longest {max(loads):6.1f} min")
     before, after = spans.values()
     print(f"  after / before: {after / before:.2f}")
+    # testbed run --workers N now cuts N x SHARES_PER_WORKER shares, each taken by the first
+    # worker free (list scheduling): replayed with a guest's boot (BOOT_S) for each share
+    boot = BOOT_S / 60 if a.clock == "virtual" else 0.0
+    for k in sorted({1, share_count(len(trials), a.workers) // a.workers}):
+        shares = split(trials, run_id, a.workers * k)
+        free = [0.0] * a.workers
+        for sh in shares:
+            i = free.index(min(free))
+            free[i] += boot + sum(took.get(key, 0.0) for key in sh.keys) / 60
+        label = f"{k} share(s) a worker, taken in turn"
+        print(f"  {label:<30} workers " + " | ".join(f"{x:6.1f}" for x in free)
+              + f" min   longest {max(free):6.1f} min ({len(shares)} shares, "
+              f"{BOOT_S:.0f} s a boot)")
     by_worker: dict[str, float] = defaultdict(float)
     for r in rows:
         if r.run_id == run_id:

@@ -35,6 +35,24 @@ ENV_WORKER = "TESTBED_WORKER"
 """The worker's name, set for the process running a share (recorded in each trial's placement)."""
 
 
+SHARES_PER_WORKER = 3
+"""At most this many shares per worker in a local run; a worker that finishes one takes the
+next. The split balances trial counts, not their cost: in quintero-2016's guests a CPU-bound
+UDP trial at 100 Mbit/s takes ~30 s and an OWD trial ~3 s, and with one share a worker one guest
+sat idle for 35 of 100 minutes (28 Nov)."""
+
+TRIALS_PER_SHARE = 40
+"""The fewest trials a share more is worth: each costs a guest's boot (~20 s, some 7 trials'
+worth), so a quick profile keeps one share a worker."""
+
+
+def share_count(trials: int, workers: int) -> int:
+    """How many shares `testbed run --workers N` cuts `trials` into."""
+    if workers <= 1:
+        return 1
+    return workers * min(SHARES_PER_WORKER, max(1, trials // (workers * TRIALS_PER_SHARE)))
+
+
 BARREN_LIMIT = 2
 """Shares in a row whose worker exits with an error before recording a trial, after which
 the run's remaining trials of such a share are recorded as failed instead of retried."""
@@ -288,6 +306,7 @@ class RunBook:
         self.failed = 0
         self.shares = 0  # share indexes handed out
         self.barren = 0  # shares in a row whose worker exited with an error, recording nothing
+        self.gave_up = ""  # why the rest is recorded as failed (BARREN_LIMIT reached)
 
     def adopt(self, workdir: Path) -> int:
         """On resume: store what workers of an interrupted coordinator committed to their own
@@ -348,7 +367,8 @@ class RunBook:
         if self.barren >= BARREN_LIMIT:
             why = (f"{self.barren} workers in a row ended before their first trial (last: "
                    f"{out.worker}, {out.why})")
-            self.fail_all(left, f"{why}; fix that, then testbed run --resume")
+            self.gave_up = f"{why}; fix that, then testbed run --resume"
+            self.fail_all(left, self.gave_up)
             self.note(f"{why}: {len(left)} trials recorded as failed")
             return []
         if out.share.attempt == 1:
@@ -365,6 +385,14 @@ class RunBook:
         self.note(f"worker {out.worker} ended ({out.why}) again in {self.by_key[key].label}: "
                   "recorded as failed")
         return [Share(self._next(), self.run_id, rest)] if rest else []
+
+    def abandon(self, pending: list[Share]) -> None:
+        """Once the run gave up (`gave_up`), the shares not started would fail alike: their
+        trials are recorded as failed with the same reason, and `pending` emptied."""
+        if self.gave_up:
+            for share in pending:
+                self.fail_all(self.missing(share), self.gave_up)
+            pending.clear()
 
     def fail_all(self, keys: Sequence[str], error: str) -> None:
         """Record `keys` as failed trials with `error`: a run ends, it never hangs retrying."""
@@ -405,7 +433,7 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
     if book.resumed and workdir.is_dir():
         n = book.adopt(workdir)
         book.note(f"stored {n} trials that workers of the interrupted run had committed")
-    shares = split(book.todo, book.run_id, workers)
+    shares = split(book.todo, book.run_id, share_count(len(book.todo), workers))
     book.shares = len(shares)
     if book.resumed:
         book.note(f"resuming run {book.run_id}: {len(book.trials) - len(book.todo)} of "
@@ -456,6 +484,7 @@ def run_local(exp: Experiment, exp_file: Path, *, db: Path, workers: int, resume
                             book.store(rows, name, here())
                         lost = lost or out.returncode not in (0, 1)
                         pending += book.settle(out)
+                        book.abandon(pending)
             except BaseException:
                 stop.set()  # the workers are stopped (SIGTERM) and what they committed kept
                 for fut in running:

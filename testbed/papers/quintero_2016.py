@@ -116,18 +116,20 @@ def qu_1(d: Data) -> Outcome:
 
 
 Cells = dict[tuple[Any, ...], list[float]]
+Exact = dict[str, bool]  # mechanism (topology) -> its cells are exact
 Keep = Callable[[str, "float | None", "int | None"], bool]
 QU_NEEDS = "three or more cells, or two or more repetitions per cell"
 
 
-_VALS: weakref.WeakKeyDictionary[Data, dict[str, tuple[Cells, bool, set[str]]]] = (
+_VALS: weakref.WeakKeyDictionary[Data, dict[str, tuple[Cells, Exact, set[str]]]] = (
     weakref.WeakKeyDictionary())
 
 
-def _vals(d: Data, kind: str) -> tuple[Cells, bool]:
+def _vals(d: Data, kind: str) -> tuple[Cells, Exact]:
     """(mechanism, protocol, rate, size) -> the cell's values: OWD (pingpong) or UDP throughput
-    (iperf3); and whether they are exact (printed or virtual-clock numbers). Computed once per
-    Data (claims read them many times); the environment notes are added to `d.notes` each time."""
+    (iperf3); and per mechanism whether they are exact (printed or virtual-clock numbers that
+    repeat; Jool's OWD does not, docs/vm.md). Computed once per Data (claims read them many
+    times); the environment notes are added to `d.notes` each time."""
     per = _VALS.setdefault(d, {})
     if kind not in per:
         if kind == "pingpong":
@@ -139,11 +141,19 @@ def _vals(d: Data, kind: str) -> tuple[Cells, bool]:
         vals = d.cells(rows, name, lambda r: (str(r.point.get("topology")),
                                               str(param(r, "protocol")), rate_bps(r),
                                               size_of(r)))
-        per[kind] = (vals, d.exact_rows(rows), d.notes)
+        by_mech: dict[str, list[results.TrialRow]] = defaultdict(list)
+        for r in rows:
+            by_mech[str(r.point.get("topology"))].append(r)
+        per[kind] = (vals, {m: d.exact_rows(rs) for m, rs in by_mech.items()}, d.notes)
         d.notes = kept
     vals, exact, notes = per[kind]
     d.notes |= notes
     return vals, exact
+
+
+def _ex(exact: Exact, a: str, b: str) -> tuple[bool, bool]:
+    """Whether mechanism a's and b's cells are exact (`cells_ratio` per side)."""
+    return exact.get(a, False), exact.get(b, False)
 
 
 def _pairs(vals: dict[tuple[Any, ...], list[float]], a: str, b: str, keep: Keep
@@ -166,7 +176,8 @@ def _cmp(d: Data, kind: str, a: str, b: str, expect: Expect, bound: float, what:
     pairs = _pairs(vals, a, b, keep)
     if not pairs:
         return not_measured(what)
-    return judge(cells_ratio(pairs, exact), expect, bound, tolerance, what, QU_NEEDS)
+    return judge(cells_ratio(pairs, _ex(exact, a, b)), expect, bound, tolerance, what,
+                 QU_NEEDS)
 
 
 QU2_TOLERANCE = ("6to4/ISATAP − 1 inside ±10 % in OWD and throughput (TOST; ours: the paper says "
@@ -200,7 +211,7 @@ def qu_3(d: Data) -> Outcome:
     for t, o in itertools.product(TUNNELS, others):
         pairs = _pairs(vals, o, t, lambda p, r, s: p == "tcp" and r == 10e6)
         if pairs:
-            cells.append((f"{t} over {o}", cells_ratio(pairs, exact)))
+            cells.append((f"{t} over {o}", cells_ratio(pairs, _ex(exact, o, t))))
     if not cells:
         return not_measured("TCP OWD at 10 Mbit/s with 6to4, ISATAP and another mechanism")
     o = judge_all(cells, "above", 0.0, QU3_TOLERANCE, "TCP OWD at 10 Mbit/s", QU_NEEDS)
@@ -223,7 +234,9 @@ def qu_4(d: Data) -> Outcome:
              if k[0] == JOOL and (TAYGA, *k[1:]) in vals]
     if not pairs:
         return not_measured("OWD through both NAT64 translators (TAYGA and Jool)")
-    e = cells_ratio(pairs, exact=d.exact_rows(rows))
+    exact = {m: d.exact_rows(r for r in rows if r.point.get("topology") == m)
+             for m in (TAYGA, JOOL)}
+    e = cells_ratio(pairs, exact=_ex(exact, TAYGA, JOOL))
     o = judge(e, "below", 0.0, QU4_TOLERANCE, "Jool vs TAYGA OWD up to 1750 B",
               needs="three or more cells, or two or more repetitions per cell")
     if o.status == "holds" and e is not None and e.low < -0.20:
@@ -241,7 +254,8 @@ QU5_TOLERANCE = ("each NAT64's OWD at 10 Mbit/s over native IPv6's below 0, pool
 
 def qu_5(d: Data) -> Outcome:
     vals, exact = _vals(d, "pingpong")
-    cells = [(f"{t} over native IPv6", cells_ratio(pairs, exact)) for t in (TAYGA, JOOL)
+    cells = [(f"{t} over native IPv6", cells_ratio(pairs, _ex(exact, NATIVE6, t)))
+             for t in (TAYGA, JOOL)
              if (pairs := _pairs(vals, NATIVE6, t, lambda p, r, s: r == 10e6))]
     if not cells:
         return not_measured("OWD at 10 Mbit/s of native IPv6 and a NAT64")
@@ -289,8 +303,8 @@ def qu_7(d: Data) -> Outcome:
              if p == "tcp" and r == 10e6 and (m, p, 100e6, s) in vals]
     if not pairs:
         return not_measured("TCP OWD at both 10 and 100 Mbit/s")
-    parts = [judge_between(cells_ratio(pairs, exact), QU7_LOW, QU7_HIGH, QU7_TOLERANCE,
-                           "TCP OWD 100 over 10 Mbit/s", QU_NEEDS)]
+    parts = [judge_between(cells_ratio(pairs, all(exact.values())), QU7_LOW, QU7_HIGH,
+                           QU7_TOLERANCE, "TCP OWD 100 over 10 Mbit/s", QU_NEEDS)]
     parts += [_cmp(d, "pingpong", n, t, "above", 0.0, f"{t} over {n} at 100 Mbit/s",
                    QU7_TOLERANCE, lambda p, r, s: p == "tcp" and r == 100e6)
               for t, n in itertools.product(TUNNELS, (NATIVE4, NATIVE6))]
@@ -346,8 +360,9 @@ def qu_9(d: Data) -> Outcome:
     vals, exact = _vals(d, "iperf3")
     pairs = [(v, vals[(m, p, 100e6, s)]) for (m, p, r, s), v in sorted(vals.items(), key=str)
              if r == 10e6 and (m, p, 100e6, s) in vals]
-    parts.append(judge_between(cells_ratio(pairs, exact), QU9_LOW, QU9_HIGH, QU9_TOLERANCE,
-                               "throughput 100 over 10 Mbit/s", QU_NEEDS) if pairs else
+    parts.append(judge_between(cells_ratio(pairs, all(exact.values())), QU9_LOW, QU9_HIGH,
+                               QU9_TOLERANCE, "throughput 100 over 10 Mbit/s", QU_NEEDS)
+                 if pairs else
                  not_measured("throughput of one mechanism at both 10 and 100 Mbit/s"))
     return all_of(parts, QU9_TOLERANCE, _thr_clocks_reason(d))
 
@@ -366,7 +381,8 @@ def qu_10(d: Data) -> Outcome:
             return p == q and r == at and (s or 0) > 1750
 
         if pairs := _pairs(vals, TAYGA, JOOL, big):
-            cells.append((f"{proto} at {rate_name(rate)}", cells_ratio(pairs, exact)))
+            cells.append((f"{proto} at {rate_name(rate)}",
+                          cells_ratio(pairs, _ex(exact, TAYGA, JOOL))))
     if not cells:
         return not_measured("OWD of TAYGA and Jool above 1750 B")
     o = judge_all(cells, "below", 0.0, QU10_TOLERANCE, "Jool over TAYGA above 1750 B", QU_NEEDS)

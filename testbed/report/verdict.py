@@ -44,11 +44,14 @@ def _mean_var(v: Sequence[float]) -> tuple[float, float]:
     return m, var
 
 
-def ratio(a: Sequence[float], b: Sequence[float], exact: bool = False) -> Effect | None:
+def ratio(a: Sequence[float], b: Sequence[float], exact: bool | tuple[bool, bool] = False
+          ) -> Effect | None:
     """b's mean over a's, less one, with a 95 % interval from the log ratio (delta method,
-    Welch-Satterthwaite df). None when a side has fewer than 2 values (unless `exact`: numbers
-    as a paper prints them, taken as they are) or a mean is not > 0."""
-    if (len(a) < 2 or len(b) < 2) and not (exact and a and b):
+    Welch-Satterthwaite df). None when a side has fewer than 2 values (unless it is `exact`:
+    numbers as a paper prints them or a virtual-clock cell that repeats, taken as they are;
+    a pair says it per side, a and b) or a mean is not > 0."""
+    ea, eb = exact if isinstance(exact, tuple) else (exact, exact)
+    if not a or not b or (len(a) < 2 and not ea) or (len(b) < 2 and not eb):
         return None
     (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
     if ma <= 0 or mb <= 0:
@@ -133,25 +136,29 @@ def side(ci: Difference | None, low: float, high: float) -> Status:
     return "inconclusive"
 
 
-def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], exact: bool = False
-                ) -> Effect | None:
+def cells_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]],
+                exact: bool | tuple[bool, bool] = False) -> Effect | None:
     """b over a in several cells, pooled (`pool`). A cell of one repetition a side counts as a
     point; with fewer than 3 cells every cell needs its own interval (None otherwise), unless
-    `exact` (a paper's printed numbers)."""
+    `exact` (a paper's printed numbers). A pair (a's, b's) says it per side: a cell measured
+    once where it repeats (the virtual clock) against one repeated where it does not (Jool)
+    takes its interval from the repeated side alone."""
+    sides = exact if isinstance(exact, tuple) else None
+    both = all(exact) if isinstance(exact, tuple) else exact
     effects: list[Effect] = []
     for a, b in pairs:
         if not a or not b:
             continue
-        e = ratio(a, b)
+        e = ratio(a, b, sides) if sides is not None else ratio(a, b)
         if e is None:
             ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
             if ma <= 0 or mb <= 0:
                 continue
             e = Effect(mb / ma - 1, mb / ma - 1, mb / ma - 1, len(a) + len(b), 0.0, math.inf)
-            if len(pairs) < 3 and not exact:
+            if len(pairs) < 3 and not both:
                 return None
         effects.append(e)
-    if len(effects) < 3 and not exact and any(e.log_se == 0 and e.n < 4 for e in effects):
+    if len(effects) < 3 and not both and any(e.log_se == 0 and e.n < 4 for e in effects):
         return None
     return pool(effects)
 

@@ -259,3 +259,44 @@ def test_do10_rises_need_intervals() -> None:
     assert "router CPU rise" in one.evidence
     falls = check("do:10", icmp(3, 0.8))  # a clear fall with size, three repetitions
     assert falls.status == "does not hold"
+
+
+def test_a_ratio_takes_exactness_per_side() -> None:
+    """A virtual-clock cell measured once (exact) against Jool's repeated cell: the interval
+    comes from the repeated side; one value on a side that is not exact gives none."""
+    once, repeated = [2636.0], [2698.2, 2696.9, 2700.0]
+    e = verdict.ratio(once, repeated, (True, False))
+    assert e is not None and e.low < e.value < e.high
+    assert e.value == pytest.approx(2698.3667 / 2636.0 - 1, rel=1e-6)
+    assert verdict.ratio(once, repeated) is None
+    assert verdict.ratio(once, repeated, (False, True)) is None  # the single side is not exact
+    one_cell = verdict.cells_ratio([(once, repeated)], (True, False))
+    assert one_cell is not None and one_cell.high - one_cell.low > 0
+    assert verdict.cells_ratio([(once, repeated)]) is None
+    assert verdict.cells_ratio([([1.0], [2.0])], (True, True)) is not None  # as exact=True
+
+
+def test_qu10_judges_jool_repeated_against_tayga_measured_once() -> None:
+    """On the virtual clock TAYGA's cells are measured once (exact) and Jool's repeated (its
+    OWD moves): one payload above 1750 B per protocol and rate still gives each an interval,
+    from Jool's repetitions; without the repetitions there is none."""
+    from dataclasses import replace
+
+    clock = {"clock": "virtual", "in_vm": True}
+
+    def owd(mech: str, v: float, rate: str, proto: str) -> TrialRow:
+        t = row("pingpong", {"owd_median_us": v},
+                {"topology": mech, "topology.rate": rate, "size": 2000},
+                clock=clock)
+        t.result["params"] = {"ip": 6, "protocol": proto}
+        return replace(t, topology={"features": [{"kind": mech, "node": "r1"}]})
+
+    rows: list[TrialRow] = []
+    for rate, proto in itertools.product(("ethernet", "fastethernet"), ("udp", "tcp")):
+        rows.append(owd("nat64-tayga", 3037.0, rate, proto))
+        rows += [owd("nat64-jool", v, rate, proto) for v in (3499.0, 3500.6, 3497.9)]
+    out = check("qu:10", rows)
+    assert out.status == "does not hold" and "no interval" not in out.evidence, out
+    once = [r for r in rows if r.point["topology"] == "nat64-tayga"] + [
+        r for r in rows if r.point["topology"] == "nat64-jool"][::3]
+    assert "no interval" in check("qu:10", once).evidence
