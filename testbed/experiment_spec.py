@@ -573,12 +573,24 @@ def iter_plan(exp: Experiment) -> Iterator[TrialPlan]:
                 continue
             accepted = kinds.KINDS[m.kind].param_names
             sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
-            for combo in _product(sweeps):
+            for combo, rep in _order(sweeps, m.reps(exp.repetitions), rounds=m.precision is None):
                 params = {**m.params, **combo}
                 point = {"topology": tp.topology, **{f"topology.{k}": v for k, v in
                                                      sorted(tp.params.items())}, **combo}
-                for rep in range(m.reps(exp.repetitions)):
-                    yield TrialPlan(tp, m, params, point, rep)
+                yield TrialPlan(tp, m, params, point, rep)
+
+
+def _order(sweeps: Mapping[str, list[Any]], reps: int, *, rounds: bool
+           ) -> Iterator[tuple[dict[str, Any], int]]:
+    """A measurement's (cell, repetition) pairs in the order they run. In rounds (every cell
+    once, then every cell again), so that the host's drift during a measurement falls on every
+    cell alike, as scatter inside each cell, not as a difference between cells that a test
+    takes for an effect (do:15's straight line); with a `precision` rule a cell's repetitions
+    run in a row, since it decides after each whether the cell needs more."""
+    if rounds:
+        yield from ((combo, rep) for rep in range(reps) for combo in _product(sweeps))
+    else:
+        yield from ((combo, rep) for combo in _product(sweeps) for rep in range(reps))
 
 
 def param_text(v: Any) -> str:

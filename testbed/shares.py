@@ -46,8 +46,12 @@ def read_share(path: Path) -> Share:
 
 
 def _cells(unit: Sequence[TrialPlan]) -> list[list[TrialPlan]]:
-    return [list(g) for _, g in itertools.groupby(
-        unit, key=lambda t: (t.measurement.name, t.group_key))]
+    """`unit`'s trials by sweep cell, in order of first appearance (a measurement repeated in
+    rounds has a cell's repetitions apart: experiment_spec._order)."""
+    cells: dict[tuple[str, str], list[TrialPlan]] = {}
+    for t in unit:
+        cells.setdefault((t.measurement.name, t.group_key), []).append(t)
+    return list(cells.values())
 
 
 BUILD_COST = 0.5

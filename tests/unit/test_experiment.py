@@ -109,6 +109,20 @@ def test_a_measurement_has_its_own_repetitions_in_a_profile() -> None:
         assert count_trials(exp) == sum(want.values())
 
 
+def test_repetitions_run_in_rounds_unless_a_precision_rule_decides_per_cell() -> None:
+    """Every cell once, then every cell again, so a host's drift is not read as a difference
+    between cells; a measurement that stops a precise cell early repeats it in a row."""
+    raw = {"topology": "chain", "repetitions": 3,
+           "measurements": {"a": {"kind": "pingpong", "size": [10, 20]},
+                            "b": {"kind": "pingpong", "size": [10, 20],
+                                  "precision": {"metric": "owd_median_us", "relative": 0.01}}}}
+    trials = plan(experiment_from_dict(raw, file="x.toml", profile="full"))
+    order = [(t.measurement.name, t.params["size"], t.repetition) for t in trials]
+    assert order == [("a", 10, 0), ("a", 20, 0), ("a", 10, 1), ("a", 20, 1), ("a", 10, 2),
+                     ("a", 20, 2), ("b", 10, 0), ("b", 10, 1), ("b", 10, 2), ("b", 20, 0),
+                     ("b", 20, 1), ("b", 20, 2)]
+
+
 @pytest.mark.parametrize(
     ("raw", "key"),
     [
