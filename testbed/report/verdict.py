@@ -268,37 +268,43 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> Slope | None:
 
 
 @dataclass(frozen=True)
-class Curvature:
-    """The quadratic term of a parabola fitted through the points, and the two-sided p of its
-    t test: small p means a straight line misses them beyond their own scatter."""
+class Bend:
+    """How much a straight line's slope fails to describe the points: a parabola fitted
+    through them has, at either end of the range, a slope that differs from its mean slope
+    by this share (0: straight; +0.7: 70 % steeper at the top end and 70 % flatter at the
+    bottom), with a 95 % interval. An effect, so a bend too small to matter can be told from
+    one not yet measured well enough."""
 
     value: float
-    p: float
+    low: float
+    high: float
     df: int
 
 
-def curvature(xs: Sequence[float], ys: Sequence[float]) -> Curvature | None:
-    """A straight line's lack of fit, as the t test of a quadratic term (with repetitions at
-    three x values it is the classic lack-of-fit F test against pure error). None without a
-    residual degree of freedom: fewer than 4 points or 3 distinct xs."""
+def bend(xs: Sequence[float], ys: Sequence[float]) -> Bend | None:
+    """The parabola y = a + b·u + c·u² (u: x from mid-range, h: half the range) has slope
+    b ± 2·c·h at the ends against b on average: 2·c·h / b, its interval by the delta method on
+    (b, c) with n - 3 degrees of freedom. None without a residual degree of freedom (fewer
+    than 4 points or 3 distinct xs) or without a mean slope (b = 0)."""
     if len(xs) < 4 or len(set(xs)) < 3:
         return None
     import numpy as np
-    from scipy import stats as sps
 
     x = np.asarray(xs, dtype=float)
-    x = (x - x.mean()) / (x.std() or 1.0)
+    h = (float(x.max()) - float(x.min())) / 2
+    u = x - (float(x.max()) + float(x.min())) / 2
     y = np.asarray(ys, dtype=float)
-    design = np.column_stack([np.ones_like(x), x, x * x])
+    design = np.column_stack([np.ones_like(u), u, u * u])
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    b, c = float(coef[1]), float(coef[2])
+    if abs(b) * h <= 1e-9 * (float(np.abs(y).max()) or 1.0):  # no rise to compare with
+        return None
     df = len(xs) - 3
-    s2 = float(((y - design @ coef) ** 2).sum()) / df
-    c = float(coef[2])
-    se = math.sqrt(s2 * float(np.linalg.inv(design.T @ design)[2, 2]))
-    if se == 0.0 or not math.isfinite(se):
-        return Curvature(c, 1.0 if abs(c) < 1e-9 * (float(np.abs(y).max()) or 1.0) else 0.0,
-                         df)
-    return Curvature(c, float(2 * sps.t.sf(abs(c) / se, df)), df)
+    cov = float(((y - design @ coef) ** 2).sum()) / df * np.linalg.inv(design.T @ design)
+    value = 2 * c * h / b
+    grad = np.array([-2 * c * h / (b * b), 2 * h / b])  # d value / d(b, c)
+    se = math.sqrt(max(float(grad @ cov[1:, 1:] @ grad), 0.0))
+    return Bend(value, value - _t(df) * se, value + _t(df) * se, df)
 
 
 def sign_test(k: int, n: int) -> tuple[float, float, float]:

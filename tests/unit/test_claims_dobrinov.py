@@ -194,6 +194,29 @@ def test_do15_needs_a_straight_line_and_a_residual_degree_of_freedom() -> None:
     assert out.status == "does not hold" and "straight line" in out.reason
 
 
+def test_do15_a_mild_bend_measured_loosely_is_inconclusive_not_a_coin_toss() -> None:
+    """This host's shape (CPU 3.4, 3.6, 3.9, 4.6, 4.9 % at 1-11 fragments: the slope at the
+    ends ±0.77 of the mean): with a scatter of 0.5 its interval reaches both sides of ±60 %
+    (inconclusive; a p value flipped here between runs); a parabola as steep (3.4 % + 0.015 %
+    × (n - 1)², flat at the bottom) measured tightly does not hold; a straight line measured
+    loosely holds when its interval stays inside."""
+    means = {1: 3.44, 4: 3.57, 6: 3.89, 9: 4.56, 11: 4.93}
+    noise = (-0.5, 0.0, 0.5)
+
+    def rows(shape: dict[int, float], scatter: float) -> list[TrialRow]:
+        return [row("fragment", {"router_cpu_pct": v + scatter * e,
+                                 "fragments_per_datagram": float(n)},
+                    {"core_mtu": 100, "frame_size": 38 + 80 * n})
+                for n, v in shape.items() for e in noise]
+
+    loose = check("do:15", rows(means, 1.0))
+    assert loose.status == "inconclusive" and "bend +" in loose.evidence
+    steep = {n: 3.4 + 0.015 * (n - 1) ** 2 for n in means}
+    assert check("do:15", rows(steep, 0.02)).status == "does not hold"
+    line = {n: 3.3 + 0.16 * n for n in means}
+    assert check("do:15", rows(line, 0.1)).status == "holds"
+
+
 def test_do9_judges_the_mixed_stream_too() -> None:
     rows = [row("receiver", {"ipd_mean_us": v + rep}, {"ip": ip, "rate": rate},
                 {"frame_size": 1518})

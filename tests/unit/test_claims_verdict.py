@@ -112,6 +112,20 @@ def test_slope_and_sign_test() -> None:
     assert verdict.judge_share(5, 60, "t", "x").status == "does not hold"
 
 
+def test_bend_is_the_ends_slope_against_the_mean_slope() -> None:
+    xs = [1.0, 1.0, 6.0, 6.0, 11.0, 11.0]
+    straight = verdict.bend(xs, [3.0 + 0.5 * x + e for x, e in zip(xs, [0.01, -0.01] * 3,
+                                                                       strict=True)])
+    assert straight is not None and straight.low < 0 < straight.high
+    assert straight.high - straight.low < 0.1
+    # y = x²: slope 2x, 2 at the bottom end and 22 at the top against a mean of 12: ±10/12
+    sq = verdict.bend(xs, [x * x for x in xs])
+    assert sq is not None and sq.value == pytest.approx(10 / 12)
+    assert sq.low == pytest.approx(sq.value) and sq.high == pytest.approx(sq.value)
+    assert verdict.bend(xs, [-x * x for x in xs]).value == pytest.approx(10 / 12)  # type: ignore[union-attr]
+    assert verdict.bend([1.0, 6.0, 11.0], [1.0, 2.0, 3.0]) is None  # no residual freedom
+    assert verdict.bend(xs, [1.0, 1.0, 2.0, 2.0, 1.0, 1.0]) is None  # no mean slope
+
 def test_cells_of_two_clocks_are_never_pooled() -> None:
     real = [row("stackcost", {"connections_per_s": 450.0 + i}, {"ip": ip}) for ip in (4, 6)
             for i in range(3)]
