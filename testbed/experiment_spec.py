@@ -439,26 +439,16 @@ def for_clock(exp: Experiment, clock: str | None) -> Experiment:
 
 def _varies(exp: Experiment, tp: TopologyPoint) -> str:
     """Why the numbers of topology point `tp` move between runs on the virtual clock, or ""
-    (its CPU budget; an enabled feature's `virtual_varies`)."""
+    (an enabled feature that says so, e.g. a binding CPU budget: features.virtual_varies)."""
     from testbed import features
     from testbed.topology import find_topology, load_topology
 
-    if tp.params.get("budget") not in (None, "none"):
-        return f"a CPU budget of {tp.params['budget']} (its numbers move between runs)"
     try:
         topo = load_topology(find_topology(tp.topology, Path(exp.file).resolve()),
                              {k: param_text(v) for k, v in tp.params.items()})
     except SpecError:
         return ""  # check_topologies reports it, with the experiment's key
-    if not topo.features_list:
-        return ""
-    reg = features.registry()
-    for table in topo.features_list:
-        cls = reg.get(str(table.get("kind")))
-        on = str(table.get("enabled", True)).lower() != "false"  # bool or ${param} text
-        if cls is not None and cls.virtual_varies and on:
-            return cls.virtual_varies
-    return ""
+    return features.virtual_varies(topo.features_list) if topo.features_list else ""
 
 
 def count_trials(exp: Experiment) -> int:

@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from testbed.addressing import AddressPlan
 from testbed.errors import SpecError
@@ -22,6 +23,7 @@ __all__ = [
     "configure",
     "kinds",
     "registry",
+    "virtual_varies",
 ]
 
 GENERIC_OPTIONS = (
@@ -42,6 +44,22 @@ def registry() -> dict[str, type[Feature]]:
                 importlib.import_module(f"{__name__}.{mod.name}")
         _loaded = True
     return dict(REGISTRY)
+
+
+def virtual_varies(tables: Iterable[Any]) -> str:
+    """Why a topology with these [[features]] tables (or a stored topology's "features") gives
+    numbers that move between runs on the virtual clock, or "": the first enabled feature that
+    says so (`Feature.varies`). The one test of it, for the planner (experiment_spec.for_clock)
+    and the report (report.claims)."""
+    reg = registry()
+    for table in tables:
+        if not isinstance(table, Mapping):
+            continue
+        cls = reg.get(str(table.get("kind")))
+        on = str(table.get("enabled", True)).lower() != "false"
+        if cls is not None and on and (why := cls.varies(table)):
+            return why
+    return ""
 
 
 def kinds() -> list[str]:

@@ -88,6 +88,13 @@ class Feature:
     # repetitions there instead of measuring each cell once (experiment_spec.for_clock).
     virtual_varies: ClassVar[str] = ""
 
+    @classmethod
+    def varies(cls, table: Mapping[str, Any]) -> str:
+        """Why a topology with this feature, set up by `table` (its [[features]] table,
+        parameters filled in), gives numbers that move between runs on the virtual clock, or
+        "". The class's `virtual_varies`; a feature whose options decide it says so here."""
+        return cls.virtual_varies
+
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         if not cls.kind:

@@ -12,6 +12,7 @@ full-kernel tier (`testbed vm`) has.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from testbed import units
@@ -52,6 +53,18 @@ class CpuBudgetFeature(Feature):
         Option("period", "the cgroup's cpu.max period, 1ms-1s", "100ms"),
     )
     kernel = ("threaded-napi", "cgroup2-cpu")
+
+    @classmethod
+    def varies(cls, table: Mapping[str, Any]) -> str:
+        """A share below one CPU binds, and where the kernel's bandwidth timer cuts the threads
+        off moves between runs even on the virtual clock; "none" (or a whole CPU) does not."""
+        try:
+            share = parse_share(table.get("share", "none"))
+        except ValueError:
+            return ""  # configure() reports it, with the key
+        if share is None or share >= 1:
+            return ""
+        return f"a CPU budget of {table.get('share')} (its numbers move between runs)"
 
     def configure(self, opts: Options) -> None:
         raw = opts.raw("share")

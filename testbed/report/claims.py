@@ -107,24 +107,13 @@ def param(row: TrialRow, key: str) -> Any:
     return params.get(key) if isinstance(params, dict) else None
 
 
-def budgeted(row: TrialRow) -> bool:
-    """Whether a trial's topology capped a router's CPU (the cpu-budget feature, a share)."""
-    topo = row.topology if isinstance(row.topology, Mapping) else {}
-    return any(isinstance(f, Mapping) and f.get("kind") == "cpu-budget"
-               and str(f.get("share", "none")) not in ("none", "max", "1", "1.0")
-               for f in topo.get("features") or [])
-
-
 def moves_on_virtual_clock(row: TrialRow) -> bool:
-    """Whether a trial's numbers move between runs even on the virtual clock: a CPU budget
-    binds, or a feature of its topology says so (`Feature.virtual_varies`: Jool, docs/vm.md)."""
-    from testbed.features import registry
+    """Whether a trial's numbers move between runs even on the virtual clock: a feature of its
+    topology says so (features.virtual_varies: a binding CPU budget; Jool, docs/vm.md)."""
+    from testbed.features import virtual_varies
 
     topo = row.topology if isinstance(row.topology, Mapping) else {}
-    reg = registry()
-    return budgeted(row) or any(
-        isinstance(f, Mapping) and (cls := reg.get(str(f.get("kind")))) is not None
-        and bool(cls.virtual_varies) for f in topo.get("features") or [])
+    return bool(virtual_varies(topo.get("features") or []))
 
 
 def size_of(row: TrialRow) -> int | None:

@@ -198,7 +198,7 @@ def test_do15_a_mild_bend_measured_loosely_is_inconclusive_not_a_coin_toss() -> 
     """This host's shape (CPU 3.4, 3.6, 3.9, 4.6, 4.9 % at 1-11 fragments: the slope at the
     ends ±0.77 of the mean): with a scatter of 0.5 its interval reaches both sides of ±60 %
     (inconclusive; a p value flipped here between runs); a parabola as steep (3.4 % + 0.015 %
-    × (n - 1)², flat at the bottom) measured tightly does not hold; a straight line measured
+    * (n - 1)², flat at the bottom) measured tightly does not hold; a straight line measured
     loosely holds when its interval stays inside."""
     means = {1: 3.44, 4: 3.57, 6: 3.89, 9: 4.56, 11: 4.93}
     noise = (-0.5, 0.0, 0.5)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from testbed import tiers
-from testbed.experiment_spec import find_experiment, load_experiment
+from testbed.experiment_spec import experiment_from_dict, find_experiment, load_experiment
 from testbed.measure import kinds
 from testbed.measure.kinds import base
 
@@ -135,8 +135,16 @@ def test_exact_once_can_be_turned_off_and_never_applies_to_a_budgeted_router(
     monkeypatch.setenv(EXACT_ONCE_ENV, "0")
     assert for_clock(exp, "virtual") == exp
     monkeypatch.delenv(EXACT_ONCE_ENV)
-    budgeted = replace(exp, params={**exp.params, "budget": 0.1})
-    assert all(not m.once for m in for_clock(budgeted, "virtual").measurements)
+    assert replace(exp, measurements=[]) == replace(for_clock(exp, "virtual"), measurements=[])
+    for budget, once in (("0.1", False), ("none", True), ("1", True)):
+        raw = {"topology": "one-router-budget", "repetitions": 5,
+               "params": {"budget": budget, "rate": "fastethernet"},
+               "measurements": {"owd": {"kind": "pingpong", "size": [10, 100]}}}
+        on = for_clock(experiment_from_dict(raw, file=str(find_experiment("gamess-morales")),
+                                            profile="full"), "virtual")
+        (m,) = on.measurements
+        assert bool(m.once) is once, budget
+        assert (f"a CPU budget of {budget}" in m.varies) is not once, budget
 
 
 def test_a_feature_that_moves_on_the_virtual_clock_keeps_its_measurements_repeated() -> None:
