@@ -194,6 +194,20 @@ def test_do15_needs_a_straight_line_and_a_residual_degree_of_freedom() -> None:
     assert out.status == "does not hold" and "straight line" in out.reason
 
 
+def test_do15_takes_the_papers_mtu_100_before_an_mtu_with_more_counts() -> None:
+    """The full profile's `fragment` grid at MTU 68 measures more fragment counts (1-34, and
+    the measured count moves between trials) than Fig. 17's MTU 100 test has (1-11); a bent
+    MTU 68 curve must not decide a straight MTU 100 line's verdict."""
+    rows = frag_rows(0.5)
+    for n, rep in itertools.product(range(2, 36, 3), (-1, 0, 1)):
+        rows.append(row("fragment", {"router_cpu_pct": 3.0 + 0.01 * n ** 3 + 0.02 * rep,
+                                     "fragments_per_datagram": float(n)},
+                        {"core_mtu": 68, "frame_size": 38 + 48 * n}))
+    out = check("do:15", rows)
+    assert out.status == "holds" and out.evidence.startswith("MTU 100: 9 trials at 3")
+    bent = check("do:15", [r for r in rows if r.point.get("core_mtu") != 100])
+    assert bent.status == "does not hold" and bent.evidence.startswith("MTU 68:")
+
 def test_do15_a_mild_bend_measured_loosely_is_inconclusive_not_a_coin_toss() -> None:
     """This host's shape (CPU 3.4, 3.6, 3.9, 4.6, 4.9 % at 1-11 fragments: the slope at the
     ends ±0.77 of the mean): with a scatter of 0.5 its interval reaches both sides of ±60 %
