@@ -278,6 +278,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
     cleaned = 0
     for rec in state.all_records():
         if rec.state == "up" and not args.all:
+            print(
+                f"run {rec.name}: up (kept by `testbed up`); left alone — "
+                f"`testbed down --name {rec.name}` or `testbed clean --all` removes it"
+            )
             continue
         if rec.state != "up" and rec.owner_alive():
             print(f"run {rec.name}: still held by pid {rec.pid}; left alone")

@@ -44,3 +44,26 @@ def test_clean_removes_an_unrecorded_namespace_of_a_dead_run() -> None:
         for ns in (listed, unlisted, foreign):
             netlink.remove_netns(ns)
         rec.remove()
+
+
+@pytest.mark.root
+def test_clean_leaves_a_kept_run_and_names_it() -> None:
+    """A run saved as "up" (even by an `up` killed while it exited) is kept: `clean` names it
+    and how to remove it; `clean --all` removes it."""
+    name = f"ck{os.getpid() % 100000}"
+    ns = f"tb-{name}-h1"
+    rec = state.RunRecord(name=name, pid=0, state="up", namespaces={"h1": ns})
+    rec.save()
+    try:
+        netlink.create_netns(ns)
+        out = subprocess.run([TESTBED, "clean"], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert f"run {name}: up (kept by `testbed up`); left alone" in out.stdout, out.stdout
+        assert f"testbed down --name {name}" in out.stdout
+        assert netlink.netns_exists(ns) and state.load(name) is not None
+        out = subprocess.run([TESTBED, "clean", "--all"], capture_output=True, text=True)
+        assert f"run {name}: removed 1 namespaces" in out.stdout, out.stdout
+        assert not netlink.netns_exists(ns) and state.load(name) is None
+    finally:
+        netlink.remove_netns(ns)
+        rec.remove()
