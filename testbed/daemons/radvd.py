@@ -13,7 +13,12 @@ def radvd_config(interface: str, prefix: str, *, unicast_only: bool = False) -> 
         "    AdvSendAdvert on;",
     ]
     if unicast_only:
-        lines.append("    UnicastOnly on;")
+        # No unsolicited adverts: the host's route lives only as long as the last answer to
+        # its own solicitation. The default lifetime (3 x MaxRtrAdvInterval = 30 s) let an
+        # ISATAP host lose its default route mid-run on the virtual clock (quintero-2016's full
+        # run, 29 Nov: "Network is unreachable" for the rest of a topology point, 31 trials);
+        # RFC 4861 sec. 6.2.1 allows up to 9000 s.
+        lines += ["    UnicastOnly on;", "    AdvDefaultLifetime 9000;"]
     lines += [
         "    MinRtrAdvInterval 3;",
         "    MaxRtrAdvInterval 10;",

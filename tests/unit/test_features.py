@@ -189,6 +189,9 @@ def test_radvd_config() -> None:
     assert "interface is0" in text and "UnicastOnly on;" in text
     assert "prefix 2001:db8:fea::/64" in text and "AdvAutonomous on;" in text
     assert "UnicastOnly" not in radvd_config("eth0", "2001:db8::/64")
+    # unicast only: the route lives as long as the answer to the last solicitation says
+    assert "AdvDefaultLifetime 9000;" in text
+    assert "AdvDefaultLifetime" not in radvd_config("eth0", "2001:db8::/64")
 
 
 # --- NAT64 ------------------------------------------------------------------------------------
