@@ -415,18 +415,20 @@ EXACT_ONCE_ENV = "TESTBED_EXACT_ONCE"  # "0": repeat exact cells anyway (to show
 
 def for_clock(exp: Experiment, clock: str | None) -> Experiment:
     """The experiment as it runs on `clock`. On the virtual clock a measurement whose kind is
-    exact there (`Kind.virtual_exact`) is measured once per cell: its repetitions would give
-    the same numbers (docs/vm.md), so they are not run, and `once` says why (it is stored with
-    the run). Except where it reaches a topology whose numbers move between runs there (a CPU
-    budget, or a feature that says so: `Feature.virtual_varies`; `varies` then says why it
-    keeps its repetitions) or with $TESTBED_EXACT_ONCE=0. Both the planner of a run and its
-    workers call this, so that they list the same trials."""
+    exact there for its parameters (`Kind.exact_on_virtual`) is measured once per cell: its
+    repetitions would give the same numbers (docs/vm.md), so they are not run, and `once` says
+    why (it is stored with the run). Except where it reaches a topology whose numbers move
+    between runs there (a CPU budget, or a feature that says so: `Feature.virtual_varies`;
+    `varies` then says why it keeps its repetitions) or with $TESTBED_EXACT_ONCE=0. Both the
+    planner of a run and its workers call this, so that they list the same trials."""
     if clock != "virtual" or os.environ.get(EXACT_ONCE_ENV, "1") == "0":
         return exp
     varying = [(p, why) for p in _iter_topology_points(exp) if (why := _varies(exp, p))]
     out = []
     for m in exp.measurements:
-        why = kinds.KINDS[m.kind].virtual_exact
+        kind = kinds.KINDS[m.kind]
+        sweeps = {k: v for k, v in exp.meas_sweep.items() if k in kind.param_names} | m.sweep
+        why = kind.exact_on_virtual(m.params, sweeps)
         if why and m.reps(exp.repetitions) > 1 and not m.once:
             moving = [f"{p.label}: {w}" for p, w in varying if m.applies(p)]
             if moving:

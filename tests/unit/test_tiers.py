@@ -111,7 +111,7 @@ def test_exact_cells_are_measured_once_on_the_virtual_clock_only() -> None:
     assert count_trials(exp) - count_trials(virtual) == 720 - 144
     assert for_clock(virtual, "virtual") == virtual  # once is once
     assert sorted(k.name for k in kinds.KINDS.values() if k.virtual_exact) == [
-        "icmpload", "pingpong"]
+        "icmpload", "iperf3", "pingpong"]
     # what the run stores says why
     stored = [m for m in virtual.to_dict()["measurements"] if m["kind"] == "pingpong"]
     assert all(m["repetitions"] == 1 and m["once"] for m in stored)
@@ -175,3 +175,29 @@ def test_a_feature_that_moves_on_the_virtual_clock_keeps_its_measurements_repeat
                if c.measurement == "owd_v6_jool"]
     assert choices and all("repeated on the virtual clock: nat64-jool" in c.reason
                            for c in choices)
+
+
+def test_iperf3_is_exact_on_the_virtual_clock_only_for_one_udp_stream() -> None:
+    """iperf3's evidence (docs/vm.md) covers one forward UDP stream: TCP, a protocol sweep that
+    reaches TCP, parallel streams or mixed flows keep their repetitions."""
+    from testbed.experiment_spec import for_clock
+
+    iperf3 = kinds.get("iperf3")
+    udp = {"protocol": "udp", "streams": 1, "ratio": None, "direction": "forward"}
+    assert iperf3.exact_on_virtual(udp, {"length": [50, 10000]}) == iperf3.virtual_exact
+    assert iperf3.exact_on_virtual({**udp, "protocol": "tcp"}, {}) == ""
+    assert iperf3.exact_on_virtual(udp, {"protocol": ["udp", "tcp"]}) == ""
+    assert iperf3.exact_on_virtual({**udp, "streams": 4}, {}) == ""
+    assert iperf3.exact_on_virtual({**udp, "ratio": "90/10"}, {}) == ""
+    assert iperf3.exact_on_virtual({**udp, "rate": 100e6}, {}) == ""
+    assert iperf3.exact_on_virtual(udp, {"direction": ["forward", "reverse"]}) == ""
+    assert kinds.get("rfc2544").exact_on_virtual(udp, {}) == ""  # says nothing: never exact
+    exp = load_experiment(find_experiment("transition"), "full")
+    virtual = {m.name: m for m in for_clock(exp, "virtual").measurements}
+    assert virtual["udp_v6"].once and virtual["udp_v6"].reps(exp.repetitions) == 1
+    assert virtual["udp_v6"].precision is None
+    jool = virtual["udp_v6_jool"]  # Jool moves on the virtual clock: repeated, with its rule
+    assert not jool.once and jool.varies and jool.precision is not None
+    ze = for_clock(load_experiment(find_experiment("zeadally-2004"), "full"), "virtual")
+    assert [m.name for m in ze.measurements if m.kind == "iperf3" and not m.once] == [
+        "tcp_throughput", "udp_throughput"]  # TCP; UDP paced at 100 Mbit/s

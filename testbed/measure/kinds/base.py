@@ -180,6 +180,20 @@ class Kind:
     # (with the evidence); set, a virtual-clock run measures each cell once: repetitions that
     # cannot differ are not run (experiment_spec.for_clock, docs/vm.md)
     virtual_exact: str = ""
+    # the parameters virtual_exact holds for (its evidence covers only those); None: all
+    virtual_exact_for: Callable[[Mapping[str, Any]], bool] | None = None
+
+    def exact_on_virtual(self, params: Mapping[str, Any], sweep: Mapping[str, list[Any]]) -> str:
+        """Why a measurement of this kind with these fixed parameters and sweeps repeats
+        exactly on the virtual clock (`virtual_exact`), or "" where it may not: the kind
+        says nothing, or one of its parameter values lies outside `virtual_exact_for`."""
+        if not self.virtual_exact:
+            return ""
+        test = self.virtual_exact_for
+        if test is not None and not (test(params) and all(
+                test({**params, k: v}) for k, values in sweep.items() for v in values)):
+            return ""
+        return self.virtual_exact
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
