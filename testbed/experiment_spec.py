@@ -410,6 +410,13 @@ def _names(value: Any, file: str, key: str) -> list[str]:
     return list(values)
 
 
+def measurement_sweeps(exp: Experiment, m: MeasurementSpec) -> dict[str, list[Any]]:
+    """What measurement `m` sweeps: the experiment's [sweep] values its kind accepts, then its
+    own."""
+    accepted = kinds.KINDS[m.kind].param_names
+    return {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
+
+
 EXACT_ONCE_ENV = "TESTBED_EXACT_ONCE"  # "0": repeat exact cells anyway (to show they agree)
 
 
@@ -426,9 +433,7 @@ def for_clock(exp: Experiment, clock: str | None) -> Experiment:
     varying = [(p, why) for p in _iter_topology_points(exp) if (why := _varies(exp, p))]
     out = []
     for m in exp.measurements:
-        kind = kinds.KINDS[m.kind]
-        sweeps = {k: v for k, v in exp.meas_sweep.items() if k in kind.param_names} | m.sweep
-        why = kind.exact_on_virtual(m.params, sweeps)
+        why = kinds.KINDS[m.kind].exact_on_virtual(m.params, measurement_sweeps(exp, m))
         if why and m.reps(exp.repetitions) > 1 and not m.once:
             moving = [f"{p.label}: {w}" for p, w in varying if m.applies(p)]
             if moving:
@@ -465,8 +470,7 @@ def count_trials(exp: Experiment) -> int:
         for m in exp.measurements:
             if not m.applies(tp):
                 continue
-            accepted = kinds.KINDS[m.kind].param_names
-            sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
+            sweeps = measurement_sweeps(exp, m)
             total += math.prod(len(v) for v in sweeps.values()) * m.reps(exp.repetitions)
             if total > MAX_TRIALS:
                 return total
@@ -563,8 +567,7 @@ def iter_plan(exp: Experiment) -> Iterator[TrialPlan]:
         for m in exp.measurements:
             if not m.applies(tp):
                 continue
-            accepted = kinds.KINDS[m.kind].param_names
-            sweeps = {k: v for k, v in exp.meas_sweep.items() if k in accepted} | m.sweep
+            sweeps = measurement_sweeps(exp, m)
             for combo, rep in _order(sweeps, m.reps(exp.repetitions), rounds=m.precision is None):
                 params = {**m.params, **combo}
                 point = {"topology": tp.topology, **{f"topology.{k}": v for k, v in
