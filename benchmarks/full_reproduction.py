@@ -27,6 +27,14 @@ run's database not published, e.g. a second run): per paper the first and the la
 trials, wall time and trials per hour, the ratio of their wall times, and what the five cost
 together where each was measured (the latest run), against the 60 minutes issue 29 asks for.
 
+Part 5 (always; no runs): the floor on this machine — per paper, the seconds its real-clock
+(host tier) trials must at least send traffic: each cell's fewest trials (its repetitions, or
+its `precision` rule's `after`) times its `duration`, one search step for the searching kinds,
+nothing for kinds that have no `duration` (ping-pong counts, packet counts, restarts): a lower
+bound. Real-clock trials cannot share this machine's CPUs (docs/parallel.md: `--workers` on
+the real clock is refused on 2 cores), so no schedule here beats that sum, whatever the guests
+cost.
+
 Part 2 (`--check-exact N [--grid transition]`, as root; boots virtual-clock guests): the first
 N cells of gamess-morales' OWD grid (IPv4, ethernet, routers 0.., payloads 10..1480 B, 1000
 exchanges; or quintero-2016's six testbeds, UDP 50 and 1500 B, with `--grid transition`),
@@ -53,7 +61,13 @@ from typing import Any
 
 from testbed import papers, results
 from testbed.capabilities import missing
-from testbed.experiment_spec import EXACT_ONCE_ENV, find_experiment, load_experiment
+from testbed.experiment_spec import (
+    EXACT_ONCE_ENV,
+    TrialPlan,
+    find_experiment,
+    load_experiment,
+    plan,
+)
 from testbed.tiers import choose
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -381,6 +395,47 @@ def part4(extra: list[Path]) -> dict[str, Any]:
     return doc
 
 
+def host_floor(paper: str) -> dict[str, float]:
+    """Per host-tier measurement (EXPERIMENT/MEASUREMENT): the least traffic seconds its cells
+    send on the real clock in the full profile (Part 5)."""
+    out: dict[str, float] = defaultdict(float)
+    for name in papers.get(paper).experiments:
+        exp = load_experiment(find_experiment(name), "full")
+        host = {(c.measurement, t) for c in choose(exp, missing) if c.tier == "host"
+                for t in c.topologies}
+        cells: dict[tuple[str, str], list[TrialPlan]] = defaultdict(list)
+        for t in plan(exp):
+            if (t.measurement.name, t.topo.topology) in host:
+                cells[(t.measurement.name, t.group_key)].append(t)
+        for (mname, _), cell in cells.items():
+            rule = cell[0].measurement.precision
+            least = min(len(cell), rule.after) if rule is not None else len(cell)
+            out[f"{name}/{mname}"] += least * float(cell[0].params.get("duration") or 0)
+    return dict(out)
+
+
+def part5() -> dict[str, Any]:
+    """The real-clock floor per paper and for the five together, against 60 minutes."""
+    print("\nfloor: real-clock (host tier) traffic seconds at the fewest trials each cell runs "
+          "(a lower bound: no per-trial overhead, one search step, 0 s for kinds with no "
+          "duration)\n"
+          f"{'paper':<16} {'floor':>8}   largest parts")
+    doc: dict[str, Any] = {}
+    total = 0.0
+    for paper in PAPERS:
+        parts = host_floor(paper)
+        s = sum(parts.values())
+        total += s
+        top = sorted(parts.items(), key=lambda kv: -kv[1])[:3]
+        print(f"{paper:<16} {s / 60:>6.1f} m   "
+              + ", ".join(f"{k.split('/', 1)[1]} {v / 60:.1f} m" for k, v in top if v))
+        doc[paper] = {"floor_s": round(s), "parts_s": {k: round(v) for k, v in parts.items()}}
+    print(f"{'all five':<16} {total / 60:>6.1f} m   (issue 29 asks for all five, host and "
+          "guests, in 60 min on this 2-core machine)")
+    doc["total_floor_s"] = round(total)
+    return doc
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--db", type=Path, action="append", default=[],
@@ -405,6 +460,7 @@ def main() -> int:
     if a.compare_runs:
         doc["runs"] = part3(*a.compare_runs)
     doc["measured"] = part4(a.full_db)
+    doc["floor"] = part5()
     if a.json:
         a.json.write_text(json.dumps(doc, indent=2) + "\n")
     return 0
