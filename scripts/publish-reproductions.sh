@@ -112,10 +112,11 @@ doc = {"paper": paper, "profile": "quick" if profile == "--quick" else "full",
                    "load_before": load}}
 if report_only != "true":
     sittings = json.loads(prev_doc).get("sittings", [])
+    if sittings:  # when the (first) sitting started, as for a report written again
+        doc["date"] = sittings[0]["date"]
     if len(sittings) > 1:  # a run in sittings (--resume): each, and the wall time their sum
         doc["sittings"] = sittings
         doc["wall_note"] = f"the sum of {len(sittings)} sittings' wall times (--resume)"
-        doc["date"] = sittings[0]["date"]
 if report_only == "true":
     # the measurement's own commit and times, from the database; the report's commit beside
     measured = json.loads(prov).get("git_revision") or "unknown"
